@@ -1,0 +1,32 @@
+// mtb: the modern Transformer block engine. Errors end as one line on stderr and a
+// non-zero exit: 1 for bad input or failed work, 2 for bad command-line arguments.
+#include <cstdio>
+
+#include "commands.h"
+#include "mtb/core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"mtb: the modern Transformer block engine (RMSNorm, SwiGLU, RoPE, GQA/MLA, QK-norm)"};
+  app.require_subcommand(1);
+  mtb::app::add_demo(app);
+  mtb::app::add_info(app);
+  mtb::app::add_init(app);
+  mtb::app::add_logits(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "mtb: error: %s (see mtb --help)\n", e.what());
+    return 2;
+  } catch (const mtb::Error& e) {
+    std::fprintf(stderr, "mtb: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mtb: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

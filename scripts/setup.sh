@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs every system package mtb needs (Debian 12, run as root).
+# This is the only place where dependencies are named.
+set -euo pipefail
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config   # toolchain
+  nlohmann-json3-dev libcli11-dev                # JSON, command line
+  libgtest-dev libgmock-dev libbenchmark-dev     # tests, kernel benchmarks
+  libomp-dev                                     # (GCC ships libgomp; kept for clang builds)
+  python3 python3-numpy python3-torch            # the PyTorch reference oracle (/usr/bin/python3)
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all ${#PACKAGES[@]} packages present"
+fi

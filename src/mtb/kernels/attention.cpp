@@ -1,0 +1,47 @@
+#include "mtb/kernels/attention.h"
+
+#include <cmath>
+#include <vector>
+
+#include "mtb/kernels/cpu.h"
+
+namespace mtb::kernels {
+
+void attention(const AttentionArgs& a) {
+  if (use_avx2()) attention_avx2(a);
+  else attention_ref(a);
+}
+
+void attention_ref(const AttentionArgs& a) {
+  const int group = a.n_heads / a.n_kv_heads;
+  std::vector<float> p(size_t(a.q_pos0 + a.n_queries));
+  for (int i = 0; i < a.n_queries; ++i) {
+    const int n_keys = a.q_pos0 + i + 1;
+    for (int h = 0; h < a.n_heads; ++h) {
+      const int kvh = h / group;
+      const float* q = a.q + i * a.q_stride + int64_t(h) * a.qk_dim;
+      float mx = -INFINITY;
+      for (int j = 0; j < n_keys; ++j) {
+        const float* k = a.k + j * a.k_stride + int64_t(kvh) * a.qk_dim;
+        float s = 0.0f;
+        for (int d = 0; d < a.qk_dim; ++d) s += q[d] * k[d];
+        p[j] = s * a.scale;
+        mx = std::max(mx, p[j]);
+      }
+      float sum = 0.0f;
+      for (int j = 0; j < n_keys; ++j) {
+        p[j] = std::exp(p[j] - mx);
+        sum += p[j];
+      }
+      float* o = a.out + i * a.out_stride + int64_t(h) * a.v_dim;
+      for (int d = 0; d < a.v_dim; ++d) o[d] = 0.0f;
+      for (int j = 0; j < n_keys; ++j) {
+        const float* v = a.v + j * a.v_stride + int64_t(kvh) * a.v_dim;
+        const float w = p[j] / sum;
+        for (int d = 0; d < a.v_dim; ++d) o[d] += w * v[d];
+      }
+    }
+  }
+}
+
+}  // namespace mtb::kernels

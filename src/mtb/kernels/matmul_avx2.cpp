@@ -1,0 +1,101 @@
+// AVX2+FMA matrix product y = x · W^T. Compiled with -mavx2 -mfma -mf16c; only called
+// when the CPU has them (see cpu.h). Weights are read in their stored type and widened
+// to float in registers, so BF16/F16 weights are never converted up front.
+#include <immintrin.h>
+
+#include "mtb/kernels/matmul.h"
+
+namespace mtb::kernels {
+namespace {
+
+// Eight consecutive weights as floats.
+template <DType T> inline __m256 load8(const void* p, int64_t i);
+template <> inline __m256 load8<DType::F32>(const void* p, int64_t i) {
+  return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+}
+template <> inline __m256 load8<DType::BF16>(const void* p, int64_t i) {
+  __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+template <> inline __m256 load8<DType::F16>(const void* p, int64_t i) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i)));
+}
+
+template <DType T> inline float load1(const void* p, int64_t i);
+template <> inline float load1<DType::F32>(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
+template <> inline float load1<DType::BF16>(const void* p, int64_t i) { return bf16_to_f32(static_cast<const uint16_t*>(p)[i]); }
+template <> inline float load1<DType::F16>(const void* p, int64_t i) { return f16_to_f32(static_cast<const uint16_t*>(p)[i]); }
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// y[m0..m0+MR) x [n0..n0+NR) for MR <= 4 rows of x and NR <= 2 rows of W.
+template <DType T, int MR, int NR>
+inline void tile(float* y, const float* x, const void* w, const float* bias,
+                 int m0, int n0, int N, int K) {
+  __m256 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const size_t esz = dtype_size(T);
+  const void* wr[NR];
+  for (int j = 0; j < NR; ++j) wr[j] = wb + size_t(n0 + j) * size_t(K) * esz;
+  const float* xr[MR];
+  for (int i = 0; i < MR; ++i) xr[i] = x + size_t(m0 + i) * size_t(K);
+  int k = 0;
+  for (; k + 8 <= K; k += 8) {
+    __m256 wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = load8<T>(wr[j], k);
+    for (int i = 0; i < MR; ++i) {
+      __m256 xv = _mm256_loadu_ps(xr[i] + k);
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) {
+      float s = hsum(acc[i][j]);
+      for (int kk = k; kk < K; ++kk) s += xr[i][kk] * load1<T>(wr[j], kk);
+      y[size_t(m0 + i) * N + n0 + j] = s + (bias ? bias[n0 + j] : 0.0f);
+    }
+  }
+}
+
+template <DType T, int MR>
+inline void rows(float* y, const float* x, const void* w, const float* bias, int m0, int n0,
+                 int n1, int N, int K) {
+  int n = n0;
+  for (; n + 2 <= n1; n += 2) tile<T, MR, 2>(y, x, w, bias, m0, n, N, K);
+  if (n < n1) tile<T, MR, 1>(y, x, w, bias, m0, n, N, K);
+}
+
+template <DType T>
+void run(float* y, const float* x, const void* w, const float* bias, int M, int N, int K) {
+  // Work is split over blocks of W rows, so each thread streams its own part of the weights.
+  constexpr int NB = 16;
+  const int nblocks = (N + NB - 1) / NB;
+  const double flops = 2.0 * M * N * double(K);
+#pragma omp parallel for schedule(static) if (flops > 2e5 && nblocks > 1)
+  for (int b = 0; b < nblocks; ++b) {
+    const int n0 = b * NB, n1 = n0 + NB < N ? n0 + NB : N;
+    int m = 0;
+    for (; m + 4 <= M; m += 4) rows<T, 4>(y, x, w, bias, m, n0, n1, N, K);
+    for (; m < M; ++m) rows<T, 1>(y, x, w, bias, m, n0, n1, N, K);
+  }
+}
+
+}  // namespace
+
+void matmul_avx2(float* y, const float* x, const void* w, DType wtype, const float* bias,
+                 int M, int N, int K) {
+  switch (wtype) {
+    case DType::F32: run<DType::F32>(y, x, w, bias, M, N, K); return;
+    case DType::BF16: run<DType::BF16>(y, x, w, bias, M, N, K); return;
+    case DType::F16: run<DType::F16>(y, x, w, bias, M, N, K); return;
+  }
+}
+
+}  // namespace mtb::kernels
