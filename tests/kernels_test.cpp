@@ -1,0 +1,189 @@
+// Every fast kernel against its scalar twin, plus the RoPE relative-position property.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "mtb/core/dtype.h"
+#include "mtb/kernels/attention.h"
+#include "mtb/kernels/cpu.h"
+#include "mtb/kernels/matmul.h"
+#include "mtb/kernels/ops.h"
+
+namespace mtb {
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<uint16_t> to_half(const std::vector<float>& v, DType t) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = t == DType::BF16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
+  return out;
+}
+
+TEST(DType, ConversionsRoundTrip) {
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.0f)), 1.0f);
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(-3.5f)), -3.5f);
+  EXPECT_EQ(f32_to_bf16(1.00390625f), 0x3f80);  // tie rounds to even
+  EXPECT_EQ(f16_to_f32(f32_to_f16(0.333251953125f)), 0.333251953125f);
+  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);
+  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);                    // overflow to inf
+  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);
+  EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(NAN))));
+  for (float f : {0.1f, -7.25f, 1e-3f, 123.456f}) {
+    EXPECT_NEAR(f16_to_f32(f32_to_f16(f)), f, std::fabs(f) * 1e-3);
+    EXPECT_NEAR(bf16_to_f32(f32_to_bf16(f)), f, std::fabs(f) * 8e-3);
+  }
+}
+
+struct MatmulCase {
+  int M, N, K;
+};
+
+class MatmulTwins : public ::testing::TestWithParam<MatmulCase> {};
+
+TEST_P(MatmulTwins, FastEqualsScalarForEveryWeightType) {
+  if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU: only the scalar path runs";
+  const auto [M, N, K] = GetParam();
+  const auto x = randn(size_t(M) * K, 1), w = randn(size_t(N) * K, 2), bias = randn(size_t(N), 3);
+  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+    std::vector<uint16_t> half;
+    const void* wp = w.data();
+    if (t != DType::F32) half = to_half(w, t), wp = half.data();
+    std::vector<float> fast(size_t(M) * N), ref(size_t(M) * N);
+    for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+      kernels::matmul_avx2(fast.data(), x.data(), wp, t, b, M, N, K);
+      kernels::matmul_ref(ref.data(), x.data(), wp, t, b, M, N, K);
+      for (size_t i = 0; i < ref.size(); ++i)
+        ASSERT_NEAR(fast[i], ref[i], 1e-5f * (std::sqrt(float(K)) + std::fabs(ref[i])))
+            << dtype_name(t) << " M=" << M << " N=" << N << " K=" << K << " at " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTwins,
+                         ::testing::Values(MatmulCase{1, 1, 1}, MatmulCase{1, 33, 7}, MatmulCase{3, 17, 8},
+                                           MatmulCase{4, 16, 64}, MatmulCase{5, 31, 100}, MatmulCase{9, 70, 257},
+                                           MatmulCase{64, 96, 128}, MatmulCase{13, 300, 520}));
+
+TEST(Matmul, ScalarMatchesDoubleDefinition) {
+  const int M = 3, N = 5, K = 11;
+  const auto x = randn(M * K, 4), w = randn(N * K, 5);
+  std::vector<float> y(M * N);
+  kernels::matmul_ref(y.data(), x.data(), w.data(), DType::F32, nullptr, M, N, K);
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      double s = 0;
+      for (int k = 0; k < K; ++k) s += double(x[m * K + k]) * w[n * K + k];
+      EXPECT_NEAR(y[m * N + n], s, 1e-5);
+    }
+}
+
+kernels::AttentionArgs make_args(int T, int pos0, int H, int KV, int qk, int dv, const std::vector<float>& q,
+                                 const std::vector<float>& k, const std::vector<float>& v, std::vector<float>& out) {
+  kernels::AttentionArgs a;
+  a.n_queries = T, a.q_pos0 = pos0, a.n_heads = H, a.n_kv_heads = KV, a.qk_dim = qk, a.v_dim = dv;
+  a.scale = 1.0f / std::sqrt(float(qk));
+  a.q = q.data(), a.q_stride = int64_t(H) * qk;
+  a.k = k.data(), a.k_stride = int64_t(KV) * qk;
+  a.v = v.data(), a.v_stride = int64_t(KV) * dv;
+  a.out = out.data(), a.out_stride = int64_t(H) * dv;
+  return a;
+}
+
+TEST(Attention, FastEqualsScalar) {
+  if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
+  struct Case { int T, pos0, H, KV, qk, dv; };
+  for (Case c : {Case{1, 0, 1, 1, 8, 8}, Case{7, 0, 4, 2, 16, 16}, Case{5, 9, 6, 1, 20, 12}, Case{40, 0, 8, 8, 64, 64},
+                 Case{33, 3, 4, 4, 48, 32}}) {
+    const int keys = c.pos0 + c.T;
+    const auto q = randn(size_t(c.T) * c.H * c.qk, 7), k = randn(size_t(keys) * c.KV * c.qk, 8),
+               v = randn(size_t(keys) * c.KV * c.dv, 9);
+    std::vector<float> fast(size_t(c.T) * c.H * c.dv), ref(fast.size());
+    kernels::attention_avx2(make_args(c.T, c.pos0, c.H, c.KV, c.qk, c.dv, q, k, v, fast));
+    kernels::attention_ref(make_args(c.T, c.pos0, c.H, c.KV, c.qk, c.dv, q, k, v, ref));
+    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 2e-5f) << "T=" << c.T << " at " << i;
+  }
+}
+
+TEST(Attention, CausalAndGroupedAsDefined) {
+  // Row 0 sees only key 0, so its output is v[0] of its kv head, whatever the scores.
+  const int T = 4, H = 4, KV = 2, dh = 8;
+  const auto q = randn(T * H * dh, 10), k = randn(T * KV * dh, 11), v = randn(T * KV * dh, 12);
+  std::vector<float> out(T * H * dh);
+  kernels::attention_ref(make_args(T, 0, H, KV, dh, dh, q, k, v, out));
+  for (int h = 0; h < H; ++h)
+    for (int d = 0; d < dh; ++d) EXPECT_FLOAT_EQ(out[h * dh + d], v[(h / 2) * dh + d]);
+}
+
+// RoPE: the score of a query at m and a key at n depends only on n - m (chapter, dh = 8).
+double rope_score(const std::vector<float>& q, const std::vector<float>& k, int m, int n, kernels::RopeLayout layout) {
+  const int dh = 8;
+  auto rotate = [&](std::vector<float> x, int pos) {
+    std::vector<float> c(dh / 2), s(dh / 2);
+    for (int i = 0; i < dh / 2; ++i) {
+      const double angle = pos * std::pow(10000.0, -2.0 * i / dh);
+      c[i] = float(std::cos(angle)), s[i] = float(std::sin(angle));
+    }
+    kernels::rope(x.data(), 1, dh, 1, dh, dh, c.data(), s.data(), layout);
+    return x;
+  };
+  const auto qm = rotate(q, m), kn = rotate(k, n);
+  double s = 0;
+  for (int i = 0; i < dh; ++i) s += double(qm[i]) * kn[i];
+  return s;
+}
+
+TEST(Rope, ScoreDependsOnlyOnOffsetInBothLayouts) {
+  const auto q = randn(8, 0), k = randn(8, 1);
+  for (auto layout : {kernels::RopeLayout::RotateHalf, kernels::RopeLayout::Interleaved}) {
+    const double s52 = rope_score(q, k, 5, 2, layout), s4037 = rope_score(q, k, 40, 37, layout);
+    const double s1010 = rope_score(q, k, 10, 10, layout), s00 = rope_score(q, k, 0, 0, layout);
+    const double tol = 1e-5 * (std::fabs(s00) + 1.0);  // fp32 rounding
+    EXPECT_NEAR(s52, s4037, tol);
+    EXPECT_NEAR(s1010, s00, tol);
+    // And it does depend on the offset: a different offset gives a different score.
+    EXPECT_GT(std::fabs(rope_score(q, k, 5, 1, layout) - s52), 1e-3);
+  }
+}
+
+TEST(Rope, LayoutsPairDifferentDims) {
+  // One pair rotated by 90 degrees: rotate-half moves dim 0 into dim 2 (dh = 4), interleaved into dim 1.
+  std::vector<float> c = {0.0f, 1.0f}, s = {1.0f, 0.0f};
+  std::vector<float> x = {1, 0, 0, 0};
+  kernels::rope(x.data(), 1, 4, 1, 4, 4, c.data(), s.data(), kernels::RopeLayout::RotateHalf);
+  EXPECT_EQ(x, (std::vector<float>{0, 0, 1, 0}));
+  x = {1, 0, 0, 0};
+  kernels::rope(x.data(), 1, 4, 1, 4, 4, c.data(), s.data(), kernels::RopeLayout::Interleaved);
+  EXPECT_EQ(x, (std::vector<float>{0, 1, 0, 0}));
+}
+
+TEST(Ops, NormsAndActivationsAsDefined) {
+  std::vector<float> x = {1, 2, 3, 4}, g = {1, 0.5f, 2, 1}, out(4);
+  kernels::rmsnorm(out.data(), 4, x.data(), 4, g.data(), 1, 4, 0.0f);
+  const float rms = std::sqrt(30.0f / 4);
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(out[i], g[i] * x[i] / rms);
+  std::vector<float> b = {0.1f, 0.2f, 0.3f, 0.4f};
+  kernels::layernorm(out.data(), x.data(), g.data(), b.data(), 1, 4, 0.0f);
+  const float sd = std::sqrt(1.25f);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(out[i], g[i] * (x[i] - 2.5f) / sd + b[i], 1e-6);
+  std::vector<float> gate = {-1.0f, 0.0f, 2.0f}, up = {2.0f, 3.0f, 0.5f};
+  kernels::silu_mul(gate.data(), up.data(), 3);
+  EXPECT_NEAR(gate[0], -1.0 / (1 + std::exp(1.0)) * 2, 1e-6);
+  EXPECT_EQ(gate[1], 0.0f);
+  EXPECT_NEAR(gate[2], 2.0 / (1 + std::exp(-2.0)) * 0.5, 1e-6);
+  std::vector<float> gl = {1.0f};
+  kernels::gelu_tanh(gl.data(), 1);
+  EXPECT_NEAR(gl[0], 0.8411919906, 1e-6);
+}
+
+}  // namespace
+}  // namespace mtb

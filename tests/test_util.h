@@ -1,0 +1,30 @@
+// Helpers shared by the tests.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "mtb/core/error.h"
+
+// Expects `stmt` to throw mtb::Error whose one-line message contains `needle`.
+#define EXPECT_ERROR_CONTAINS(stmt, needle)                                                   \
+  do {                                                                                        \
+    try {                                                                                     \
+      stmt;                                                                                   \
+      ADD_FAILURE() << "expected mtb::Error containing '" << (needle) << "'";                 \
+    } catch (const mtb::Error& e) {                                                           \
+      const std::string msg = e.what();                                                       \
+      EXPECT_NE(msg.find(needle), std::string::npos) << "message: " << msg;                   \
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << "not one line: " << msg;                \
+    }                                                                                         \
+  } while (0)
+
+namespace mtb::test {
+
+inline std::string source_dir() { return MTB_SOURCE_DIR; }
+inline std::string binary_dir() { return MTB_BINARY_DIR; }
+inline std::string shared_models() { return source_dir() + "/../shared/models"; }
+// Where the PyTorch reference writes its fixtures (ctest's fixture step).
+inline std::string fixtures_dir() { return binary_dir() + "/fixtures"; }
+
+}  // namespace mtb::test
