@@ -6,7 +6,6 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config   # toolchain
   nlohmann-json3-dev libcli11-dev                # JSON, command line
   libgtest-dev libgmock-dev libbenchmark-dev     # tests, kernel benchmarks
-  libomp-dev                                     # (GCC ships libgomp; kept for clang builds)
   python3 python3-numpy python3-torch            # the PyTorch reference oracle (/usr/bin/python3)
 )
 missing=()

@@ -1,9 +1,11 @@
-// AVX2+FMA causal attention: one (row, head) pair per task, both cores via OpenMP.
+// AVX2+FMA causal attention: one (row, head) pair per task, split over the pool's threads. Rows are interleaved with
+// heads so the causal triangle's work spreads evenly.
 #include <immintrin.h>
 
 #include <cmath>
 #include <vector>
 
+#include "mtb/core/parallel.h"
 #include "mtb/kernels/attention.h"
 
 namespace mtb::kernels {
@@ -41,12 +43,10 @@ void attention_avx2(const AttentionArgs& a) {
   const int group = a.n_heads / a.n_kv_heads;
   const int tasks = a.n_queries * a.n_heads;
   const double work = double(a.n_queries) * (a.q_pos0 + a.n_queries) * a.n_heads * (a.qk_dim + a.v_dim);
-#pragma omp parallel if (work > 1e5)
-  {
-    std::vector<float> p(size_t(a.q_pos0 + a.n_queries));
-#pragma omp for schedule(dynamic, 4)
-    for (int task = 0; task < tasks; ++task) {
-      const int i = task / a.n_heads, h = task % a.n_heads;
+  parallel_for(tasks, [&](int64_t t0, int64_t t1) {
+    std::vector<float> p(size_t(a.q_pos0 + a.n_queries));  // scores of one row
+    for (int64_t task = t0; task < t1; ++task) {
+      const int i = int(task / a.n_heads), h = int(task % a.n_heads);
       const int n_keys = a.q_pos0 + i + 1;
       const int kvh = h / group;
       const float* q = a.q + i * a.q_stride + int64_t(h) * a.qk_dim;
@@ -66,7 +66,7 @@ void attention_avx2(const AttentionArgs& a) {
       for (int j = 0; j < n_keys; ++j)
         axpy(o, p[j] * inv, a.v + j * a.v_stride + int64_t(kvh) * a.v_dim, a.v_dim);
     }
-  }
+  }, work < 1e5);
 }
 
 }  // namespace mtb::kernels

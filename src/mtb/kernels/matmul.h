@@ -16,7 +16,7 @@ void matmul(float* y, const float* x, const void* w, DType wtype, const float* b
 void matmul_ref(float* y, const float* x, const void* w, DType wtype, const float* bias,
                 int M, int N, int K);
 
-// The AVX2+FMA kernel itself (callers use matmul); both cores via OpenMP.
+// The AVX2+FMA kernel itself (callers use matmul); threads from core/parallel.h.
 void matmul_avx2(float* y, const float* x, const void* w, DType wtype, const float* bias,
                  int M, int N, int K);
 

@@ -1,8 +1,9 @@
 // AVX2+FMA matrix product y = x · W^T. Compiled with -mavx2 -mfma -mf16c; only called
-// when the CPU has them (see cpu.h). Weights are read in their stored type and widened
+// when the CPU has them (see cpu.h). Threads split the rows of W. Weights are read in their stored type and widened
 // to float in registers, so BF16/F16 weights are never converted up front.
 #include <immintrin.h>
 
+#include "mtb/core/parallel.h"
 #include "mtb/kernels/matmul.h"
 
 namespace mtb::kernels {
@@ -78,13 +79,14 @@ void run(float* y, const float* x, const void* w, const float* bias, int M, int 
   constexpr int NB = 16;
   const int nblocks = (N + NB - 1) / NB;
   const double flops = 2.0 * M * N * double(K);
-#pragma omp parallel for schedule(static) if (flops > 2e5 && nblocks > 1)
-  for (int b = 0; b < nblocks; ++b) {
-    const int n0 = b * NB, n1 = n0 + NB < N ? n0 + NB : N;
-    int m = 0;
-    for (; m + 4 <= M; m += 4) rows<T, 4>(y, x, w, bias, m, n0, n1, N, K);
-    for (; m < M; ++m) rows<T, 1>(y, x, w, bias, m, n0, n1, N, K);
-  }
+  parallel_for(nblocks, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int n0 = int(b) * NB, n1 = n0 + NB < N ? n0 + NB : N;
+      int m = 0;
+      for (; m + 4 <= M; m += 4) rows<T, 4>(y, x, w, bias, m, n0, n1, N, K);
+      for (; m < M; ++m) rows<T, 1>(y, x, w, bias, m, n0, n1, N, K);
+    }
+  }, flops < 2e5);
 }
 
 }  // namespace

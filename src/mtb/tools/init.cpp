@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "mtb/core/parallel.h"
 #include "mtb/model/weights.h"
 
 namespace mtb {
@@ -47,9 +48,10 @@ TensorMap init_weights(const ModelConfig& c, uint64_t seed, DType dtype, float s
     } else {
       const uint64_t base = hash_name(s.name) ^ (seed * 0x9e3779b97f4a7c15ull);
       const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static)
-      for (int64_t ch = 0; ch < chunks; ++ch)
-        normals(v.data() + ch * kChunk, std::min(kChunk, n - ch * kChunk), base + uint64_t(ch) * 0x632be59bd9b4e019ull, std);
+      parallel_for(chunks, [&](int64_t c0, int64_t c1) {
+        for (int64_t ch = c0; ch < c1; ++ch)
+          normals(v.data() + ch * kChunk, std::min(kChunk, n - ch * kChunk), base + uint64_t(ch) * 0x632be59bd9b4e019ull, std);
+      });
     }
     std::vector<uint8_t> bytes(size_t(n) * dtype_size(dtype));
     if (dtype == DType::F32) {
