@@ -99,10 +99,14 @@ def read_header(path):
             raise SafetensorsError(f"{path}: tensor {name!r}: unsupported dtype {dt}")
         numel = int(np.prod(shape, dtype=np.int64)) if shape else 1
         want = numel * _STORAGE[dt][1]
-        if e - b != want or b < 0 or e > data_len:
+        if e - b != want or b < 0:
             raise SafetensorsError(
                 f"{path}: tensor {name!r}: data_offsets [{b},{e}] hold {e - b} bytes, "
-                f"dtype {dt} shape {shape} needs {want}; data section is {data_len} bytes")
+                f"dtype {dt} shape {shape} needs {want}")
+        if e > data_len:
+            raise SafetensorsError(
+                f"{path}: tensor {name!r}: data_offsets end {e} is past the data section "
+                f"({data_len} bytes; file truncated?)")
         spans.append((b, e, name))
     spans.sort()
     pos = 0
