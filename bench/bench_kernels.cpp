@@ -1,1 +1,74 @@
-int main(){}
+// Kernel benchmarks (Google Benchmark): each fast kernel beside its scalar twin.
+//   build/mtb_bench_kernels --benchmark_filter=Matmul
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "mtb/core/dtype.h"
+#include "mtb/kernels/attention.h"
+#include "mtb/kernels/matmul.h"
+
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Args: M (tokens), N (out), K (in), dtype (0 f32, 1 bf16, 2 f16), fast (1) or scalar (0).
+void BM_Matmul(benchmark::State& state) {
+  const int M = int(state.range(0)), N = int(state.range(1)), K = int(state.range(2));
+  const mtb::DType t = state.range(3) == 0 ? mtb::DType::F32 : state.range(3) == 1 ? mtb::DType::BF16 : mtb::DType::F16;
+  const bool fast = state.range(4) != 0;
+  const auto x = randn(size_t(M) * K, 1), wf = randn(size_t(N) * K, 2);
+  std::vector<uint16_t> wh(wf.size());
+  for (size_t i = 0; i < wf.size(); ++i) wh[i] = t == mtb::DType::BF16 ? mtb::f32_to_bf16(wf[i]) : mtb::f32_to_f16(wf[i]);
+  const void* w = t == mtb::DType::F32 ? static_cast<const void*>(wf.data()) : wh.data();
+  std::vector<float> y(size_t(M) * N);
+  for (auto _ : state) {
+    if (fast) mtb::kernels::matmul(y.data(), x.data(), w, t, nullptr, M, N, K);
+    else mtb::kernels::matmul_ref(y.data(), x.data(), w, t, nullptr, M, N, K);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+  state.counters["GB/s(W)"] = benchmark::Counter(double(N) * K * mtb::dtype_size(t),
+                                                 benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_Matmul)
+    ->ArgNames({"M", "N", "K", "dtype", "fast"})
+    ->Args({1, 4096, 1024, 0, 1})->Args({1, 4096, 1024, 1, 1})->Args({1, 4096, 1024, 0, 0})
+    ->Args({64, 1024, 1024, 0, 1})->Args({64, 1024, 1024, 1, 1})->Args({64, 1024, 1024, 0, 0})
+    ->Args({256, 3072, 1024, 0, 1})->Args({256, 3072, 1024, 1, 1})
+    ->UseRealTime();
+
+// Args: T (queries = keys), heads, kv heads, head dim, fast.
+void BM_Attention(benchmark::State& state) {
+  const int T = int(state.range(0)), H = int(state.range(1)), KV = int(state.range(2)), dh = int(state.range(3));
+  const bool fast = state.range(4) != 0;
+  const auto q = randn(size_t(T) * H * dh, 1), k = randn(size_t(T) * KV * dh, 2), v = randn(size_t(T) * KV * dh, 3);
+  std::vector<float> out(size_t(T) * H * dh);
+  mtb::kernels::AttentionArgs a;
+  a.n_queries = T, a.n_heads = H, a.n_kv_heads = KV, a.qk_dim = dh, a.v_dim = dh, a.scale = 0.1f;
+  a.q = q.data(), a.q_stride = int64_t(H) * dh, a.k = k.data(), a.k_stride = int64_t(KV) * dh;
+  a.v = v.data(), a.v_stride = int64_t(KV) * dh, a.out = out.data(), a.out_stride = int64_t(H) * dh;
+  for (auto _ : state) {
+    if (fast) mtb::kernels::attention(a);
+    else mtb::kernels::attention_ref(a);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * H * dh * 2 * (double(T) * (T + 1) / 2),
+                                                 benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_Attention)
+    ->ArgNames({"T", "H", "KV", "dh", "fast"})
+    ->Args({256, 16, 8, 128, 1})->Args({256, 16, 8, 128, 0})
+    ->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -20,7 +20,8 @@ class Pool {
   void resize(int threads) {
     stop();
     quit_ = false;
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+    const uint64_t now = generation_.load();  // new workers wait for the next job, not a past one
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, now] { work(i, now); });
   }
 
   void run(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
@@ -45,8 +46,7 @@ class Pool {
     (*fn_)(begin, end);
   }
 
-  void work(int part) {
-    uint64_t seen = 0;
+  void work(int part, uint64_t seen) {
     for (;;) {
       // Spin briefly (work often comes in bursts: one matmul after another), then sleep.
       uint64_t g = generation_.load(std::memory_order_acquire);

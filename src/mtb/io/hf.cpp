@@ -82,8 +82,9 @@ void parse_llama_family(const json& j, const Keys& k, const std::string& type, M
   c.d_model = k.integer("hidden_size");
   c.n_layers = k.integer("num_hidden_layers");
   c.n_heads = k.integer("num_attention_heads");
-  c.n_kv_heads = k.integer("num_key_value_heads", c.n_heads);
-  c.head_dim = k.integer("head_dim", c.n_heads > 0 ? c.d_model / c.n_heads : 0);
+  // Defaults as Hugging Face's config classes have them.
+  c.n_kv_heads = k.integer("num_key_value_heads", type == "mistral" ? 8 : c.n_heads);
+  c.head_dim = k.integer("head_dim", type == "qwen3" ? 128 : c.n_heads > 0 ? c.d_model / c.n_heads : 0);
   c.d_ff = k.integer("intermediate_size");
   c.norm_eps = k.number("rms_norm_eps", 1e-6);
   c.rope_base = k.number("rope_theta", 10000.0);
