@@ -1,6 +1,7 @@
 // mtb: the modern Transformer block engine. Errors end as one line on stderr and a
 // non-zero exit: 1 for bad input or failed work, 2 for bad command-line arguments.
 #include <cstdio>
+#include <string>
 
 #include "commands.h"
 #include "mtb/core/error.h"
@@ -12,6 +13,16 @@ int main(int argc, char** argv) {
   mtb::app::add_info(app);
   mtb::app::add_init(app);
   mtb::app::add_logits(app);
+  std::string known;
+  bool is_command = false;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+    is_command = is_command || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !is_command) {
+    std::fprintf(stderr, "mtb: error: unknown command '%s' (commands: %s)\n", argv[1], known.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

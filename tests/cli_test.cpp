@@ -1,0 +1,89 @@
+// The `mtb` command line end to end: outputs, and one-line errors with non-zero exits.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "mtb/core/mapped_file.h"
+#include "mtb/io/hf.h"
+#include "mtb/io/model_file.h"
+#include "test_util.h"
+
+namespace mtb {
+namespace {
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result mtb_cli(const std::string& args) {
+  const std::string dir = test::binary_dir() + "/test-scratch/cli";
+  fs::create_directories(dir);
+  const std::string cmd = test::binary_dir() + "/mtb " + args + " > " + dir + "/out.txt 2> " + dir + "/err.txt";
+  const int rc = std::system(cmd.c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, read_text_file(dir + "/out.txt"), read_text_file(dir + "/err.txt")};
+}
+
+// A failed command: non-zero exit and exactly one line on stderr containing `needle`.
+void expect_failure(const std::string& args, const std::string& needle, int code = 1) {
+  const Result r = mtb_cli(args);
+  EXPECT_EQ(r.code, code) << args << "\nstderr: " << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\nstderr: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\nstderr: " << r.err;
+}
+
+std::string example_dir() {
+  const std::string dir = test::binary_dir() + "/test-scratch/cli-model";
+  if (!fs::exists(dir + "/config.json")) {
+    const Result r = mtb_cli("init --preset example-3m --seed 5 -o " + dir);
+    EXPECT_EQ(r.code, 0) << r.err;
+  }
+  return dir;
+}
+
+TEST(Cli, InfoPrintsTheChapterCount) {
+  const Result r = mtb_cli("info --preset example-3m");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("parameters: 3,283,456"), std::string::npos) << r.out;
+  const Result j = mtb_cli("info --preset example-3m --json");
+  EXPECT_NE(j.out.find("\"total\": 3283456"), std::string::npos) << j.out;
+  const Result m = mtb_cli("info " + example_dir());
+  EXPECT_NE(m.out.find("parameters: 3,283,456"), std::string::npos) << m.out;
+}
+
+TEST(Cli, LogitsFileHoldsEveryPositionAsFloat32) {
+  const std::string dir = example_dir();
+  const std::string out = test::binary_dir() + "/test-scratch/cli/logits.f32";
+  const Result r = mtb_cli("logits -m " + dir + " --ids 1,2,3,999 -o " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string bytes = read_text_file(out);
+  ASSERT_EQ(bytes.size(), 4u * 1000u * 4u);
+  const auto want = open_model(dir).forward({1, 2, 3, 999});
+  EXPECT_EQ(std::memcmp(bytes.data(), want.data(), bytes.size()), 0);
+}
+
+TEST(Cli, BadArgumentsAndInputsFailWithOneLine) {
+  const std::string dir = example_dir();
+  expect_failure("", "subcommand", 2);
+  expect_failure("frobnicate", "frobnicate", 2);
+  expect_failure("info --preset nope", "unknown preset 'nope'");
+  expect_failure("info " + dir + "/missing", "no such file or directory");
+  expect_failure("info --preset example-3m --config x.json", "exactly one");
+  expect_failure("init --preset example-3m --dtype f64 -o /tmp/x", "--dtype", 2);
+  expect_failure("init --preset example-3m", "--output", 2);
+  expect_failure("logits -m " + dir + " --ids 1,x -o /tmp/l.f32", "'x' is not a token id");
+  expect_failure("logits -m " + dir + " --ids 1,-2 -o /tmp/l.f32", "'-2' is not a token id");
+  expect_failure("logits -m " + dir + " --ids 1,1000 -o /tmp/l.f32", "token id 1000 at position 1 is outside the vocabulary");
+  const std::string cfg = test::binary_dir() + "/test-scratch/cli/bad-config.json";
+  std::ofstream(cfg) << R"({"model_type": "llama", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
+                           "num_attention_heads": 6, "num_key_value_heads": 4, "intermediate_size": 96})";
+  expect_failure("info --config " + cfg, "n_heads (6) is not divisible by n_kv_heads (4)");
+  expect_failure("init --config " + cfg + " -o /tmp/never", "bad-config.json");
+  EXPECT_FALSE(fs::exists("/tmp/never"));
+}
+
+}  // namespace
+}  // namespace mtb
