@@ -85,4 +85,20 @@ void to_f32(DType t, const void* src, float* dst, size_t n) {
   }
 }
 
+void from_f32(DType t, const float* src, void* dst, size_t n) {
+  switch (t) {
+    case DType::F32: std::memcpy(dst, src, n * 4); return;
+    case DType::BF16: {
+      auto d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    case DType::F16: {
+      auto d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+      return;
+    }
+  }
+}
+
 }  // namespace mtb

@@ -34,5 +34,7 @@ uint16_t f32_to_f16(float f);
 
 // dst[i] = float(src[i]) for n elements of type t.
 void to_f32(DType t, const void* src, float* dst, size_t n);
+// dst[i] = src[i] rounded to type t (round to nearest even) for n elements.
+void from_f32(DType t, const float* src, void* dst, size_t n);
 
 }  // namespace mtb

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -24,7 +25,7 @@ class Pool {
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, now] { work(i, now); });
   }
 
-  void run(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  void run(int64_t n, const RangeFn& fn) {
     const int parts = int(std::min<int64_t>(n, threads()));
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -43,7 +44,7 @@ class Pool {
   void slice(int part) {
     if (part >= parts_) return;
     const int64_t begin = n_ * part / parts_, end = n_ * (part + 1) / parts_;
-    (*fn_)(begin, end);
+    (*fn_)(begin, end, part);
   }
 
   void work(int part, uint64_t seen) {
@@ -84,7 +85,7 @@ class Pool {
   std::condition_variable wake_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  const RangeFn* fn_ = nullptr;
   int64_t n_ = 0;
   int parts_ = 0;
   std::atomic<bool> quit_{false};
@@ -106,10 +107,10 @@ Pool& pool() {
 
 }  // namespace
 
-void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, bool serial) {
+void parallel_for_ranges(int64_t n, RangeFn fn, bool serial) {
   if (n <= 0) return;
   if (serial || n == 1 || pool().threads() == 1) {
-    fn(0, n);
+    fn(0, n, 0);
     return;
   }
   pool().run(n, fn);

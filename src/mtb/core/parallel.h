@@ -3,14 +3,31 @@
 // not fight other processes for the cores (OpenMP's default spinning did, badly, on 2 cores).
 #pragma once
 #include <cstdint>
-#include <functional>
 
 namespace mtb {
 
-// Calls fn(begin, end) on disjoint ranges covering [0, n), split into at most one range
-// per thread, and returns when all are done. Runs inline when n <= 1 or work is small
-// (`serial` true). Not reentrant: kernels call it, never nested.
-void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn, bool serial = false);
+// A non-owning reference to a callable fn(begin, end, thread); never allocates.
+class RangeFn {
+ public:
+  template <typename F>
+  RangeFn(F& f) : obj_(&f), call_([](void* o, int64_t b, int64_t e, int t) { (*static_cast<F*>(o))(b, e, t); }) {}
+  void operator()(int64_t b, int64_t e, int t) const { call_(obj_, b, e, t); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, int64_t, int64_t, int);
+};
+
+void parallel_for_ranges(int64_t n, RangeFn fn, bool serial);
+
+// Calls fn(begin, end, thread) on disjoint ranges covering [0, n), at most one range per
+// thread (thread in [0, num_threads()), distinct per range: index per-thread scratch with
+// it), and returns when all are done. Runs inline when n <= 1 or `serial` (small work).
+// Not reentrant: kernels call it, never nested. Allocates nothing.
+template <typename F>
+void parallel_for(int64_t n, F&& fn, bool serial = false) {
+  parallel_for_ranges(n, RangeFn(fn), serial);
+}
 
 // Threads used by parallel_for (the caller included): MTB_THREADS, else the machine's cores.
 int num_threads();

@@ -3,14 +3,30 @@
 #include <cmath>
 #include <vector>
 
+#include "mtb/core/parallel.h"
 #include "mtb/kernels/cpu.h"
 
 namespace mtb::kernels {
+
+size_t attention_scratch_floats(int max_keys) { return size_t(num_threads()) * size_t(max_keys > 0 ? max_keys : 1); }
 
 void attention(const AttentionArgs& a) {
   if (use_avx2()) attention_avx2(a);
   else attention_ref(a);
 }
+
+namespace {
+
+float element(DType t, const void* p, int64_t i) {
+  switch (t) {
+    case DType::F32: return static_cast<const float*>(p)[i];
+    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+  }
+  return 0.0f;
+}
+
+}  // namespace
 
 void attention_ref(const AttentionArgs& a) {
   const int group = a.n_heads / a.n_kv_heads;
@@ -22,9 +38,9 @@ void attention_ref(const AttentionArgs& a) {
       const float* q = a.q + i * a.q_stride + int64_t(h) * a.qk_dim;
       float mx = -INFINITY;
       for (int j = 0; j < n_keys; ++j) {
-        const float* k = a.k + j * a.k_stride + int64_t(kvh) * a.qk_dim;
+        const int64_t k0 = j * a.k_stride + int64_t(kvh) * a.qk_dim;
         float s = 0.0f;
-        for (int d = 0; d < a.qk_dim; ++d) s += q[d] * k[d];
+        for (int d = 0; d < a.qk_dim; ++d) s += q[d] * element(a.kv_type, a.k, k0 + d);
         p[j] = s * a.scale;
         mx = std::max(mx, p[j]);
       }
@@ -36,9 +52,9 @@ void attention_ref(const AttentionArgs& a) {
       float* o = a.out + i * a.out_stride + int64_t(h) * a.v_dim;
       for (int d = 0; d < a.v_dim; ++d) o[d] = 0.0f;
       for (int j = 0; j < n_keys; ++j) {
-        const float* v = a.v + j * a.v_stride + int64_t(kvh) * a.v_dim;
+        const int64_t v0 = j * a.v_stride + int64_t(kvh) * a.v_dim;
         const float w = p[j] / sum;
-        for (int d = 0; d < a.v_dim; ++d) o[d] += w * v[d];
+        for (int d = 0; d < a.v_dim; ++d) o[d] += w * element(a.kv_type, a.v, v0 + d);
       }
     }
   }

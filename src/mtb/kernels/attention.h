@@ -1,6 +1,10 @@
 // Causal scaled dot-product attention over rows of packed heads, with grouped K/V heads.
+// K and V may be stored as F32, BF16 or F16 (a KV cache's element type).
 #pragma once
+#include <cstddef>
 #include <cstdint>
+
+#include "mtb/core/dtype.h"
 
 namespace mtb::kernels {
 
@@ -14,15 +18,22 @@ struct AttentionArgs {
   float scale = 1.0f;  // multiplies q·k before the softmax
   // q: [n_queries][q_stride], head h at h*qk_dim; k: [keys][k_stride], kv head j at j*qk_dim;
   // v: [keys][v_stride], kv head j at j*v_dim; out: [n_queries][out_stride], head h at h*v_dim.
+  // Strides count elements. k and v may be the same buffer (MLA's latent serves as both).
   const float* q = nullptr;
   int64_t q_stride = 0;
-  const float* k = nullptr;
+  DType kv_type = DType::F32;
+  const void* k = nullptr;
   int64_t k_stride = 0;
-  const float* v = nullptr;
+  const void* v = nullptr;
   int64_t v_stride = 0;
   float* out = nullptr;
   int64_t out_stride = 0;
+  // Room for the scores: attention_scratch_floats(...) floats, or null to allocate here.
+  float* scratch = nullptr;
 };
+
+// Floats of scratch `attention` needs for up to `max_keys` keys.
+size_t attention_scratch_floats(int max_keys);
 
 // Picks the AVX2 kernel (threaded over heads and rows) when available, else attention_ref.
 void attention(const AttentionArgs& a);

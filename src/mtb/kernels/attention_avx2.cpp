@@ -1,5 +1,5 @@
-// AVX2+FMA causal attention: one (row, head) pair per task, split over the pool's threads. Rows are interleaved with
-// heads so the causal triangle's work spreads evenly.
+// AVX2+FMA causal attention: (row, head) pairs split over the pool's threads, K and V read
+// in their stored type (F32, BF16, F16) and widened in registers.
 #include <immintrin.h>
 
 #include <cmath>
@@ -11,40 +11,59 @@
 namespace mtb::kernels {
 namespace {
 
-inline float dot(const float* a, const float* b, int n) {
+template <DType T> inline __m256 load8(const void* p, int64_t i);
+template <> inline __m256 load8<DType::F32>(const void* p, int64_t i) {
+  return _mm256_loadu_ps(static_cast<const float*>(p) + i);
+}
+template <> inline __m256 load8<DType::BF16>(const void* p, int64_t i) {
+  __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+template <> inline __m256 load8<DType::F16>(const void* p, int64_t i) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i)));
+}
+
+template <DType T> inline float load1(const void* p, int64_t i);
+template <> inline float load1<DType::F32>(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
+template <> inline float load1<DType::BF16>(const void* p, int64_t i) { return bf16_to_f32(static_cast<const uint16_t*>(p)[i]); }
+template <> inline float load1<DType::F16>(const void* p, int64_t i) { return f16_to_f32(static_cast<const uint16_t*>(p)[i]); }
+
+// q[0..n) · k[k0 .. k0+n)
+template <DType T>
+inline float dot(const float* q, const void* k, int64_t k0, int n) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   int i = 0;
   for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8<T>(k, k0 + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load8<T>(k, k0 + i + 8), acc1);
   }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8<T>(k, k0 + i), acc0);
   __m256 acc = _mm256_add_ps(acc0, acc1);
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   float r = _mm_cvtss_f32(s);
-  for (; i < n; ++i) r += a[i] * b[i];
+  for (; i < n; ++i) r += q[i] * load1<T>(k, k0 + i);
   return r;
 }
 
-// o[0..n) += w * v[0..n)
-inline void axpy(float* o, float w, const float* v, int n) {
+// o[0..n) += w * v[v0 .. v0+n)
+template <DType T>
+inline void axpy(float* o, float w, const void* v, int64_t v0, int n) {
   const __m256 wv = _mm256_set1_ps(w);
   int i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(o + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(o + i)));
-  for (; i < n; ++i) o[i] += w * v[i];
+    _mm256_storeu_ps(o + i, _mm256_fmadd_ps(wv, load8<T>(v, v0 + i), _mm256_loadu_ps(o + i)));
+  for (; i < n; ++i) o[i] += w * load1<T>(v, v0 + i);
 }
 
-}  // namespace
-
-void attention_avx2(const AttentionArgs& a) {
+template <DType T>
+void run(const AttentionArgs& a, float* scratch, int64_t scratch_per_thread) {
   const int group = a.n_heads / a.n_kv_heads;
   const int tasks = a.n_queries * a.n_heads;
   const double work = double(a.n_queries) * (a.q_pos0 + a.n_queries) * a.n_heads * (a.qk_dim + a.v_dim);
-  parallel_for(tasks, [&](int64_t t0, int64_t t1) {
-    std::vector<float> p(size_t(a.q_pos0 + a.n_queries));  // scores of one row
+  parallel_for(tasks, [&](int64_t t0, int64_t t1, int thread) {
+    float* p = scratch + thread * scratch_per_thread;  // scores of one row
     for (int64_t task = t0; task < t1; ++task) {
       const int i = int(task / a.n_heads), h = int(task % a.n_heads);
       const int n_keys = a.q_pos0 + i + 1;
@@ -52,7 +71,7 @@ void attention_avx2(const AttentionArgs& a) {
       const float* q = a.q + i * a.q_stride + int64_t(h) * a.qk_dim;
       float mx = -INFINITY;
       for (int j = 0; j < n_keys; ++j) {
-        p[j] = dot(q, a.k + j * a.k_stride + int64_t(kvh) * a.qk_dim, a.qk_dim) * a.scale;
+        p[j] = dot<T>(q, a.k, j * a.k_stride + int64_t(kvh) * a.qk_dim, a.qk_dim) * a.scale;
         mx = std::max(mx, p[j]);
       }
       float sum = 0.0f;
@@ -63,10 +82,26 @@ void attention_avx2(const AttentionArgs& a) {
       float* o = a.out + i * a.out_stride + int64_t(h) * a.v_dim;
       for (int d = 0; d < a.v_dim; ++d) o[d] = 0.0f;
       const float inv = 1.0f / sum;
-      for (int j = 0; j < n_keys; ++j)
-        axpy(o, p[j] * inv, a.v + j * a.v_stride + int64_t(kvh) * a.v_dim, a.v_dim);
+      for (int j = 0; j < n_keys; ++j) axpy<T>(o, p[j] * inv, a.v, j * a.v_stride + int64_t(kvh) * a.v_dim, a.v_dim);
     }
   }, work < 1e5);
+}
+
+}  // namespace
+
+void attention_avx2(const AttentionArgs& a) {
+  const int max_keys = a.q_pos0 + a.n_queries;
+  std::vector<float> own;
+  float* scratch = a.scratch;
+  if (!scratch) {
+    own.resize(attention_scratch_floats(max_keys));
+    scratch = own.data();
+  }
+  switch (a.kv_type) {
+    case DType::F32: run<DType::F32>(a, scratch, max_keys); return;
+    case DType::BF16: run<DType::BF16>(a, scratch, max_keys); return;
+    case DType::F16: run<DType::F16>(a, scratch, max_keys); return;
+  }
 }
 
 }  // namespace mtb::kernels

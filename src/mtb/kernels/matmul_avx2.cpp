@@ -79,7 +79,7 @@ void run(float* y, const float* x, const void* w, const float* bias, int M, int 
   constexpr int NB = 16;
   const int nblocks = (N + NB - 1) / NB;
   const double flops = 2.0 * M * N * double(K);
-  parallel_for(nblocks, [&](int64_t b0, int64_t b1) {
+  parallel_for(nblocks, [&](int64_t b0, int64_t b1, int) {
     for (int64_t b = b0; b < b1; ++b) {
       const int n0 = int(b) * NB, n1 = n0 + NB < N ? n0 + NB : N;
       int m = 0;

@@ -1,6 +1,7 @@
 #include "mtb/model/model.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "mtb/core/error.h"
 #include "mtb/kernels/attention.h"
@@ -58,6 +59,23 @@ Model::Model(ModelConfig config, TensorMap tensors, const std::string& where)
       if (config_.qk_norm) w.q_norm = nrm(a + "q_norm"), w.k_norm = nrm(a + "k_norm");
     }
     w.wo = lin(a + "o_proj");
+    if (config_.is_mla()) {
+      // W_UK of head h is rows [h(nope+dv), h(nope+dv)+nope) of kv_b: [nope, dc]. The absorbed
+      // form needs it transposed, [dc, nope] per head, kept in the weight's own type.
+      const int H = config_.n_heads, nope = config_.qk_nope_head_dim, dv = config_.v_head_dim;
+      const int dc = config_.kv_lora_rank;
+      const Tensor& kvb = w.wkv_b.w;
+      const size_t esz = dtype_size(kvb.dtype);
+      std::vector<uint8_t> t(size_t(H) * dc * nope * esz);
+      const uint8_t* src = static_cast<const uint8_t*>(kvb.data);
+      for (int hh = 0; hh < H; ++hh)
+        for (int i = 0; i < nope; ++i)
+          for (int cc = 0; cc < dc; ++cc)
+            std::memcpy(&t[((size_t(hh) * dc + cc) * nope + i) * esz],
+                        &src[((size_t(hh) * (nope + dv) + i) * dc + cc) * esz], esz);
+      w.w_uk_t = tensors_.add_owned(p + "self_attn.w_uk_t (derived)", kvb.dtype, {int64_t(H) * dc, nope},
+                                    std::move(t), where);
+    }
     if (config_.ffn == FfnKind::SwiGLU) w.w_gate = lin(m + "gate_proj");
     w.w_up = lin(m + "up_proj");
     w.w_down = lin(m + "down_proj");
@@ -74,153 +92,273 @@ void Model::norm(const Norm& n, const float* x, int T, float* out) const {
     kernels::layernorm(out, x, n.g.data(), n.b.empty() ? nullptr : n.b.data(), T, d, float(config_.norm_eps));
 }
 
-void Model::rope_tables(int pos0, int T, std::vector<float>& cos, std::vector<float>& sin) const {
+void Model::rope_tables(int pos0, int T, Workspace& ws) const {
   const size_t half = inv_freq_.size();
-  cos.resize(size_t(T) * half);
-  sin.resize(size_t(T) * half);
   for (int t = 0; t < T; ++t)
     for (size_t i = 0; i < half; ++i) {
       const double angle = double(pos0 + t) * inv_freq_[i];
-      cos[size_t(t) * half + i] = float(std::cos(angle));
-      sin[size_t(t) * half + i] = float(std::sin(angle));
+      ws.cos[size_t(t) * half + i] = float(std::cos(angle));
+      ws.sin[size_t(t) * half + i] = float(std::sin(angle));
     }
 }
 
-void Model::embed(const std::vector<int32_t>& ids, float* x) const {
+void Model::embed(const int32_t* ids, int T, int pos0, float* x) const {
   const int d = config_.d_model;
   const size_t row_bytes = size_t(d) * dtype_size(tok_embed_.dtype);
-  for (size_t t = 0; t < ids.size(); ++t) {
-    to_f32(tok_embed_.dtype, static_cast<const uint8_t*>(tok_embed_.data) + size_t(ids[t]) * row_bytes,
-           x + t * d, size_t(d));
-    if (!pos_embed_.empty()) {
-      std::vector<float> pos(static_cast<size_t>(d));
-      const size_t pos_row_bytes = size_t(d) * dtype_size(pos_embed_.dtype);
-      to_f32(pos_embed_.dtype, static_cast<const uint8_t*>(pos_embed_.data) + t * pos_row_bytes, pos.data(), size_t(d));
-      kernels::add(x + t * d, pos.data(), d);
+  const size_t pos_row_bytes = pos_embed_.empty() ? 0 : size_t(d) * dtype_size(pos_embed_.dtype);
+  for (int t = 0; t < T; ++t) {
+    float* xt = x + size_t(t) * d;
+    to_f32(tok_embed_.dtype, static_cast<const uint8_t*>(tok_embed_.data) + size_t(ids[t]) * row_bytes, xt, size_t(d));
+    if (pos_row_bytes) {  // learned positions: x += P[pos], accumulated in place
+      const uint8_t* row = static_cast<const uint8_t*>(pos_embed_.data) + size_t(pos0 + t) * pos_row_bytes;
+      for (int i = 0; i < d; ++i) {
+        float p;
+        to_f32(pos_embed_.dtype, row + size_t(i) * dtype_size(pos_embed_.dtype), &p, 1);
+        xt[i] += p;
+      }
     }
   }
 }
 
-// Standard attention (MHA / MQA / GQA), optional QK-norm and RoPE.
-void Model::attention(const LayerWeights& w, int layer, const float* h, int T, float* out) const {
+Workspace Model::make_workspace(int max_tokens, int capacity, MlaForm mla, bool all_logits) const {
   const ModelConfig& c = config_;
-  const int H = c.n_heads, KV = c.n_kv_heads, dh = c.head_dim;
-  std::vector<float> q(size_t(T) * H * dh), k(size_t(T) * KV * dh), v(size_t(T) * KV * dh);  // [T, heads, dh]
-  linear(w.wq, h, T, q.data());
-  linear(w.wk, h, T, k.data());
-  linear(w.wv, h, T, v.data());
+  const size_t T = size_t(max_tokens), d = size_t(c.d_model), H = size_t(c.n_heads);
+  Workspace ws;
+  ws.max_tokens = max_tokens, ws.capacity = capacity;
+  ws.x.resize(T * d), ws.h.resize(T * d), ws.y.resize(T * d);
+  ws.gate.resize(T * size_t(c.d_ff)), ws.up.resize(T * size_t(c.d_ff));
+  ws.logits.resize(size_t(c.vocab) * (all_logits ? T : 1));
+  ws.cos.resize(T * size_t(c.rope_dim() / 2 + 1)), ws.sin.resize(ws.cos.size());
+  ws.scores.resize(kernels::attention_scratch_floats(capacity));
+  if (!c.is_mla()) {
+    ws.q.resize(T * H * size_t(c.head_dim));
+    ws.k.resize(T * size_t(c.n_kv_heads) * size_t(c.head_dim));
+    ws.v.resize(ws.k.size());
+    ws.att.resize(T * H * size_t(c.head_dim));
+  } else {
+    const size_t nope = size_t(c.qk_nope_head_dim), qk = size_t(c.qk_head_dim()), dv = size_t(c.v_head_dim);
+    const size_t dc = size_t(c.kv_lora_rank), dr = size_t(c.qk_rope_head_dim);
+    ws.q.resize(T * H * qk);
+    ws.qa.resize(T * size_t(c.q_lora_rank));
+    ws.kva.resize(T * (dc + dr));
+    ws.att.resize(T * H * dv);
+    // Plain form: over the whole cache when asked to (MlaForm::Plain), else a fresh prefill.
+    ws.plain_mla_over_cache = mla == MlaForm::Plain;
+    const size_t n = ws.plain_mla_over_cache ? size_t(capacity) : (mla == MlaForm::Absorbed ? 0 : T);
+    ws.lat.resize(n * dc), ws.kv_all.resize(n * H * (nope + dv));
+    ws.k_all.resize(n * H * qk), ws.v_all.resize(n * H * dv);
+    // Absorbed form.
+    ws.q_abs.resize(T * H * (dc + dr)), ws.att_lat.resize(T * H * dc);
+    ws.gather.resize(T * std::max(nope, dc)), ws.head_out.resize(T * std::max(dc, dv));
+  }
+  return ws;
+}
+
+// Standard attention (MHA / MQA / GQA), optional QK-norm and RoPE. Reads ws.h, writes ws.y.
+void Model::attention(const LayerWeights& w, int layer, int T, KVCache& cache, Workspace& ws) const {
+  const ModelConfig& c = config_;
+  const int H = c.n_heads, KV = c.n_kv_heads, dh = c.head_dim, pos0 = cache.size();
+  float *q = ws.q.data(), *k = ws.k.data(), *v = ws.v.data();  // [T, H, dh], [T, KV, dh], [T, KV, dh]
+  linear(w.wq, ws.h.data(), T, q);
+  linear(w.wk, ws.h.data(), T, k);
+  linear(w.wv, ws.h.data(), T, v);
   if (c.qk_norm) {  // per head, before RoPE
-    kernels::rmsnorm(q.data(), dh, q.data(), dh, w.q_norm.g.data(), T * H, dh, float(c.norm_eps));
-    kernels::rmsnorm(k.data(), dh, k.data(), dh, w.k_norm.g.data(), T * KV, dh, float(c.norm_eps));
+    kernels::rmsnorm(q, dh, q, dh, w.q_norm.g.data(), T * H, dh, float(c.norm_eps));
+    kernels::rmsnorm(k, dh, k, dh, w.k_norm.g.data(), T * KV, dh, float(c.norm_eps));
   }
   if (c.layer_uses_rope(layer)) {
-    std::vector<float> cos, sin;
-    rope_tables(0, T, cos, sin);
-    kernels::rope(q.data(), T, int64_t(H) * dh, H, dh, dh, cos.data(), sin.data(), c.rope_layout);
-    kernels::rope(k.data(), T, int64_t(KV) * dh, KV, dh, dh, cos.data(), sin.data(), c.rope_layout);
+    kernels::rope(q, T, int64_t(H) * dh, H, dh, dh, ws.cos.data(), ws.sin.data(), c.rope_layout);
+    kernels::rope(k, T, int64_t(KV) * dh, KV, dh, dh, ws.cos.data(), ws.sin.data(), c.rope_layout);
   }
-  std::vector<float> att(size_t(T) * H * dh);  // [T, H, dh]
+  // Append this step's keys and values to the cache, in its element type.
+  const size_t row = size_t(KV) * dh, esz = dtype_size(cache.type());
+  from_f32(cache.type(), k, static_cast<uint8_t*>(cache.k(layer)) + size_t(pos0) * row * esz, size_t(T) * row);
+  from_f32(cache.type(), v, static_cast<uint8_t*>(cache.v(layer)) + size_t(pos0) * row * esz, size_t(T) * row);
   kernels::AttentionArgs a;
-  a.n_queries = T, a.q_pos0 = 0, a.n_heads = H, a.n_kv_heads = KV, a.qk_dim = dh, a.v_dim = dh;
+  a.n_queries = T, a.q_pos0 = pos0, a.n_heads = H, a.n_kv_heads = KV, a.qk_dim = dh, a.v_dim = dh;
   a.scale = float(c.attention_scale());
-  a.q = q.data(), a.q_stride = int64_t(H) * dh;
-  a.k = k.data(), a.k_stride = int64_t(KV) * dh;
-  a.v = v.data(), a.v_stride = int64_t(KV) * dh;
-  a.out = att.data(), a.out_stride = int64_t(H) * dh;
+  a.q = q, a.q_stride = int64_t(H) * dh;
+  a.kv_type = cache.type();
+  a.k = cache.k(layer), a.k_stride = int64_t(row);
+  a.v = cache.v(layer), a.v_stride = int64_t(row);
+  a.out = ws.att.data(), a.out_stride = int64_t(H) * dh;
+  a.scratch = ws.scores.data();
   kernels::attention(a);
-  linear(w.wo, att.data(), T, out);
+  linear(w.wo, ws.att.data(), T, ws.y.data());
 }
 
-// MLA computed the plain way: the latent is up-projected to per-head keys and values.
-void Model::attention_mla(const LayerWeights& w, int layer, const float* h, int T, float* out) const {
+namespace {
+
+// Rows of a strided [T, stride] buffer, columns [col, col + n), as a contiguous [T, n] matrix:
+// the buffer itself when T = 1, else a copy into `tmp`.
+const float* columns(const float* src, int T, int64_t stride, int64_t col, int64_t n, float* tmp) {
+  if (T == 1) return src + col;
+  for (int t = 0; t < T; ++t) std::copy(src + t * stride + col, src + t * stride + col + n, tmp + t * n);
+  return tmp;
+}
+
+}  // namespace
+
+// MLA. Reads ws.h, writes ws.y. The cache holds [normalized latent | RoPE'd key] per token.
+void Model::attention_mla(const LayerWeights& w, int layer, int T, KVCache& cache, Workspace& ws, bool plain) const {
   const ModelConfig& c = config_;
-  const int H = c.n_heads, nope = c.qk_nope_head_dim, rope = c.qk_rope_head_dim;
-  const int qk = nope + rope, dv = c.v_head_dim, dc = c.kv_lora_rank;
-  std::vector<float> q(size_t(T) * H * qk);  // [T, H, nope | rope]
+  const int H = c.n_heads, nope = c.qk_nope_head_dim, dr = c.qk_rope_head_dim;
+  const int qk = nope + dr, dv = c.v_head_dim, dc = c.kv_lora_rank, pos0 = cache.size();
+  const int64_t crow = dc + dr;  // cache row
+  float* q = ws.q.data();  // [T, H, nope | rope]
   if (c.q_lora_rank > 0) {
-    std::vector<float> qa(size_t(T) * c.q_lora_rank);  // [T, q_lora_rank]
-    linear(w.wq_a, h, T, qa.data());
-    kernels::rmsnorm(qa.data(), c.q_lora_rank, qa.data(), c.q_lora_rank, w.q_a_norm.g.data(), T,
+    linear(w.wq_a, ws.h.data(), T, ws.qa.data());  // [T, q_lora_rank]
+    kernels::rmsnorm(ws.qa.data(), c.q_lora_rank, ws.qa.data(), c.q_lora_rank, w.q_a_norm.g.data(), T,
                      c.q_lora_rank, float(c.norm_eps));
-    linear(w.wq_b, qa.data(), T, q.data());
+    linear(w.wq_b, ws.qa.data(), T, q);
   } else {
-    linear(w.wq, h, T, q.data());
+    linear(w.wq, ws.h.data(), T, q);
   }
-  std::vector<float> kva(size_t(T) * (dc + rope));  // [T, latent | rope key]
-  linear(w.wkv_a, h, T, kva.data());
-  std::vector<float> latent(size_t(T) * dc);  // [T, dc], normalized
-  kernels::rmsnorm(latent.data(), dc, kva.data(), dc + rope, w.kv_a_norm.g.data(), T, dc, float(c.norm_eps));
+  float* kva = ws.kva.data();  // [T, latent | rope key]
+  linear(w.wkv_a, ws.h.data(), T, kva);
+  kernels::rmsnorm(kva, crow, kva, crow, w.kv_a_norm.g.data(), T, dc, float(c.norm_eps));
   if (c.layer_uses_rope(layer)) {
-    std::vector<float> cos, sin;
-    rope_tables(0, T, cos, sin);
-    kernels::rope(q.data() + nope, T, int64_t(H) * qk, H, qk, rope, cos.data(), sin.data(), c.rope_layout);
-    kernels::rope(kva.data() + dc, T, dc + rope, 1, 0, rope, cos.data(), sin.data(), c.rope_layout);
+    kernels::rope(q + nope, T, int64_t(H) * qk, H, qk, dr, ws.cos.data(), ws.sin.data(), c.rope_layout);
+    kernels::rope(kva + dc, T, crow, 1, 0, dr, ws.cos.data(), ws.sin.data(), c.rope_layout);
   }
-  std::vector<float> kv(size_t(T) * H * (nope + dv));  // [T, H, k_nope | v]
-  linear(w.wkv_b, latent.data(), T, kv.data());
-  std::vector<float> k(size_t(T) * H * qk), v(size_t(T) * H * dv);  // [T, H, qk], [T, H, dv]
-  for (int t = 0; t < T; ++t)
-    for (int hh = 0; hh < H; ++hh) {
-      const float* src = kv.data() + (size_t(t) * H + hh) * (nope + dv);
-      float* kd = k.data() + (size_t(t) * H + hh) * qk;
-      std::copy(src, src + nope, kd);
-      std::copy(kva.data() + size_t(t) * (dc + rope) + dc, kva.data() + size_t(t) * (dc + rope) + dc + rope, kd + nope);
-      std::copy(src + nope, src + nope + dv, v.data() + (size_t(t) * H + hh) * dv);
-    }
-  std::vector<float> att(size_t(T) * H * dv);  // [T, H, dv]
+  const size_t esz = dtype_size(cache.type());
+  uint8_t* rows = static_cast<uint8_t*>(cache.latent(layer));
+  from_f32(cache.type(), kva, rows + size_t(pos0) * size_t(crow) * esz, size_t(T) * size_t(crow));
+  const int n = pos0 + T;  // keys to attend over
+
   kernels::AttentionArgs a;
-  a.n_queries = T, a.q_pos0 = 0, a.n_heads = H, a.n_kv_heads = H, a.qk_dim = qk, a.v_dim = dv;
-  a.scale = float(c.attention_scale());
-  a.q = q.data(), a.q_stride = int64_t(H) * qk;
-  a.k = k.data(), a.k_stride = int64_t(H) * qk;
-  a.v = v.data(), a.v_stride = int64_t(H) * dv;
-  a.out = att.data(), a.out_stride = int64_t(H) * dv;
-  kernels::attention(a);
-  linear(w.wo, att.data(), T, out);
+  a.n_queries = T, a.q_pos0 = pos0, a.n_heads = H, a.scale = float(c.attention_scale());
+  a.scratch = ws.scores.data();
+  if (plain) {
+    // Up-project every cached latent to per-head keys and values: K [n, H, nope | rope], V [n, H, dv].
+    float* lat = ws.lat.data();  // [n, dc]
+    for (int j = 0; j < n; ++j) to_f32(cache.type(), rows + size_t(j) * size_t(crow) * esz, lat + size_t(j) * dc, size_t(dc));
+    linear(w.wkv_b, lat, n, ws.kv_all.data());  // [n, H, k_nope | v]
+    for (int j = 0; j < n; ++j) {
+      float* krow = ws.k_all.data() + size_t(j) * H * qk;
+      to_f32(cache.type(), rows + (size_t(j) * size_t(crow) + size_t(dc)) * esz, krow + nope, size_t(dr));
+      for (int hh = 0; hh < H; ++hh) {
+        const float* src = ws.kv_all.data() + (size_t(j) * H + hh) * (nope + dv);
+        float* kd = krow + size_t(hh) * qk;
+        std::copy(src, src + nope, kd);
+        if (hh) std::copy(krow + nope, krow + nope + dr, kd + nope);  // the shared RoPE key
+        std::copy(src + nope, src + nope + dv, ws.v_all.data() + (size_t(j) * H + hh) * dv);
+      }
+    }
+    a.n_kv_heads = H, a.qk_dim = qk, a.v_dim = dv;
+    a.q = q, a.q_stride = int64_t(H) * qk;
+    a.kv_type = DType::F32;
+    a.k = ws.k_all.data(), a.k_stride = int64_t(H) * qk;
+    a.v = ws.v_all.data(), a.v_stride = int64_t(H) * dv;
+    a.out = ws.att.data(), a.out_stride = int64_t(H) * dv;
+    kernels::attention(a);
+  } else {
+    // Absorbed: q_abs[h] = [W_UK[h]^T q_nope[h] | q_rope[h]]; one shared "KV head": the cache rows.
+    float* q_abs = ws.q_abs.data();  // [T, H, dc | dr]
+    const size_t uk_bytes = size_t(dc) * size_t(nope) * dtype_size(w.w_uk_t.dtype);
+    for (int hh = 0; hh < H; ++hh) {
+      const float* qn = columns(q, T, int64_t(H) * qk, int64_t(hh) * qk, nope, ws.gather.data());  // [T, nope]
+      kernels::matmul(ws.head_out.data(), qn, static_cast<const uint8_t*>(w.w_uk_t.data) + size_t(hh) * uk_bytes,
+                      w.w_uk_t.dtype, nullptr, T, dc, nope);  // [T, dc]
+      for (int t = 0; t < T; ++t) {
+        float* dst = q_abs + (size_t(t) * H + hh) * (dc + dr);
+        std::copy(ws.head_out.data() + size_t(t) * dc, ws.head_out.data() + size_t(t + 1) * dc, dst);
+        const float* qr = q + (size_t(t) * H + hh) * qk + nope;
+        std::copy(qr, qr + dr, dst + dc);
+      }
+    }
+    a.n_kv_heads = 1, a.qk_dim = int(crow), a.v_dim = dc;
+    a.q = q_abs, a.q_stride = int64_t(H) * crow;
+    a.kv_type = cache.type();
+    a.k = rows, a.k_stride = crow;
+    a.v = rows, a.v_stride = crow;  // V is the latent: the first dc elements of each row
+    a.out = ws.att_lat.data(), a.out_stride = int64_t(H) * dc;
+    kernels::attention(a);
+    // W_UV after attention: out[h] = W_UV[h] o_lat[h], W_UV[h] = rows [h(nope+dv)+nope, +dv) of kv_b.
+    const size_t kvb_row = size_t(dc) * dtype_size(w.wkv_b.w.dtype);
+    for (int hh = 0; hh < H; ++hh) {
+      const float* ol = columns(ws.att_lat.data(), T, int64_t(H) * dc, int64_t(hh) * dc, dc, ws.gather.data());
+      const uint8_t* uv = static_cast<const uint8_t*>(w.wkv_b.w.data) + (size_t(hh) * (nope + dv) + nope) * kvb_row;
+      kernels::matmul(ws.head_out.data(), ol, uv, w.wkv_b.w.dtype, nullptr, T, dv, dc);  // [T, dv]
+      for (int t = 0; t < T; ++t)
+        std::copy(ws.head_out.data() + size_t(t) * dv, ws.head_out.data() + size_t(t + 1) * dv,
+                  ws.att.data() + (size_t(t) * H + hh) * dv);
+    }
+  }
+  linear(w.wo, ws.att.data(), T, ws.y.data());
 }
 
-void Model::ffn(const LayerWeights& w, const float* h, int T, float* out) const {
+void Model::ffn(const LayerWeights& w, int T, Workspace& ws) const {
   const int64_t n = int64_t(T) * config_.d_ff;
-  std::vector<float> up(static_cast<size_t>(n));  // [T, d_ff]
-  linear(w.w_up, h, T, up.data());
+  linear(w.w_up, ws.h.data(), T, ws.up.data());  // [T, d_ff]
   if (config_.ffn == FfnKind::SwiGLU) {
-    std::vector<float> gate(static_cast<size_t>(n));  // [T, d_ff]
-    linear(w.w_gate, h, T, gate.data());
-    kernels::silu_mul(gate.data(), up.data(), n);
-    linear(w.w_down, gate.data(), T, out);
+    linear(w.w_gate, ws.h.data(), T, ws.gate.data());  // [T, d_ff]
+    kernels::silu_mul(ws.gate.data(), ws.up.data(), n);
+    linear(w.w_down, ws.gate.data(), T, ws.y.data());
   } else {
-    kernels::gelu_tanh(up.data(), n);
-    linear(w.w_down, up.data(), T, out);
+    kernels::gelu_tanh(ws.up.data(), n);
+    linear(w.w_down, ws.up.data(), T, ws.y.data());
   }
+}
+
+const float* Model::forward(const int32_t* ids, int T, KVCache& cache, Workspace& ws,
+                            const ForwardOptions& options) const {
+  const ModelConfig& c = config_;
+  const int d = c.d_model, pos0 = cache.size();
+  if (T <= 0) throw Error("empty token sequence");
+  if (T > ws.max_tokens)
+    throw Error(std::to_string(T) + " tokens in one step exceed the workspace's " + std::to_string(ws.max_tokens));
+  if (pos0 + T > cache.capacity())
+    throw Error("context full: " + std::to_string(pos0) + " cached + " + std::to_string(T) +
+                " new tokens exceed the context of " + std::to_string(cache.capacity()));
+  if (c.position == PositionKind::Learned && pos0 + T > c.max_context)
+    throw Error("position " + std::to_string(pos0 + T - 1) + " is past the learned position table (" +
+                std::to_string(c.max_context) + ")");
+  for (int t = 0; t < T; ++t)
+    if (ids[t] < 0 || ids[t] >= c.vocab)
+      throw Error("token id " + std::to_string(ids[t]) + " at position " + std::to_string(pos0 + t) +
+                  " is outside the vocabulary [0, " + std::to_string(c.vocab) + ")");
+  bool plain = false;
+  if (c.is_mla()) {
+    plain = options.mla == MlaForm::Plain || (options.mla == MlaForm::Auto && pos0 == 0);
+    if (plain && ws.lat.size() < size_t(pos0 + T) * size_t(c.kv_lora_rank))
+      throw Error("workspace has no room for plain MLA over " + std::to_string(pos0 + T) + " tokens");
+  }
+  float* x = ws.x.data();  // [T, d], the residual stream
+  embed(ids, T, pos0, x);
+  if (c.position == PositionKind::RoPE) rope_tables(pos0, T, ws);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& w = layers_[size_t(l)];
+    norm(w.attn_norm, x, T, ws.h.data());
+    if (c.is_mla()) attention_mla(w, l, T, cache, ws, plain);
+    else attention(w, l, T, cache, ws);
+    kernels::add(x, ws.y.data(), int64_t(T) * d);
+    norm(w.ffn_norm, x, T, ws.h.data());
+    ffn(w, T, ws);
+    kernels::add(x, ws.y.data(), int64_t(T) * d);
+  }
+  cache.advance(T);
+  const int rows = options.all_logits ? T : 1;
+  if (ws.logits.size() < size_t(rows) * size_t(c.vocab))
+    throw Error("workspace has no room for the logits of " + std::to_string(rows) + " tokens");
+  const float* last = x + size_t(T - rows) * d;
+  norm(final_norm_, last, rows, ws.h.data());
+  kernels::matmul(ws.logits.data(), ws.h.data(), lm_head_.data, lm_head_.dtype, nullptr, rows, c.vocab, d);
+  return ws.logits.data();
 }
 
 std::vector<float> Model::forward(const std::vector<int32_t>& ids) const {
-  const ModelConfig& c = config_;
-  const int T = int(ids.size()), d = c.d_model;
+  const int T = int(ids.size());
   if (T == 0) throw Error("empty token sequence");
-  if (c.max_context > 0 && T > c.max_context)
+  if (config_.max_context > 0 && T > config_.max_context)
     throw Error("sequence of " + std::to_string(T) + " tokens is longer than the model's context of " +
-                std::to_string(c.max_context));
-  for (int t = 0; t < T; ++t)
-    if (ids[size_t(t)] < 0 || ids[size_t(t)] >= c.vocab)
-      throw Error("token id " + std::to_string(ids[size_t(t)]) + " at position " + std::to_string(t) +
-                  " is outside the vocabulary [0, " + std::to_string(c.vocab) + ")");
-  std::vector<float> x(size_t(T) * d), h(size_t(T) * d), y(size_t(T) * d);  // [T, d]
-  embed(ids, x.data());
-  for (int l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& w = layers_[size_t(l)];
-    norm(w.attn_norm, x.data(), T, h.data());
-    if (c.is_mla()) attention_mla(w, l, h.data(), T, y.data());
-    else attention(w, l, h.data(), T, y.data());
-    kernels::add(x.data(), y.data(), int64_t(T) * d);
-    norm(w.ffn_norm, x.data(), T, h.data());
-    ffn(w, h.data(), T, y.data());
-    kernels::add(x.data(), y.data(), int64_t(T) * d);
-  }
-  norm(final_norm_, x.data(), T, h.data());
-  std::vector<float> logits(size_t(T) * c.vocab);  // [T, vocab]
-  kernels::matmul(logits.data(), h.data(), lm_head_.data, lm_head_.dtype, nullptr, T, c.vocab, d);
-  return logits;
+                std::to_string(config_.max_context));
+  KVCache cache(config_, T, DType::F32);
+  Workspace ws = make_workspace(T, T, MlaForm::Auto, true);
+  ForwardOptions options;
+  options.all_logits = true;
+  const float* logits = forward(ids.data(), T, cache, ws, options);
+  return std::vector<float>(logits, logits + size_t(T) * config_.vocab);
 }
 
 }  // namespace mtb

@@ -7,6 +7,7 @@
 
 #include "mtb/core/tensor.h"
 #include "mtb/model/config.h"
+#include "mtb/model/kv_cache.h"
 
 namespace mtb {
 
@@ -29,7 +30,34 @@ struct LayerWeights {
   Norm q_norm, k_norm;            // QK-norm, [head_dim]
   Linear wq_a, wq_b, wkv_a, wkv_b;  // MLA
   Norm q_a_norm, kv_a_norm;       // MLA
+  Tensor w_uk_t;                  // MLA absorbed: W_UK per head, transposed: [H·kv_lora_rank, qk_nope]
   Linear w_gate, w_up, w_down;    // SwiGLU, or GELU MLP (w_up = fc, w_down = proj)
+};
+
+// How MLA attends. Plain: up-project every cached latent to per-head keys and values.
+// Absorbed: map the query into latent space through W_UK, attend over the cached latents
+// and RoPE keys directly, apply W_UV after. Auto: plain for a fresh prefill, else absorbed.
+enum class MlaForm { Auto, Plain, Absorbed };
+
+struct ForwardOptions {
+  MlaForm mla = MlaForm::Auto;
+  bool all_logits = false;  // logits of every new token, else of the last one only
+};
+
+// Scratch for forward(): sized once for up to `max_tokens` new tokens per call and a cache
+// of `capacity` tokens, so that decoding allocates nothing.
+struct Workspace {
+  int max_tokens = 0, capacity = 0;
+  bool plain_mla_over_cache = false;  // room to up-project the whole cache (MlaForm::Plain)
+  std::vector<float> x, h, y;         // [T, d]
+  std::vector<float> q, k, v, att;    // [T, ...] projections and attention output
+  std::vector<float> gate, up;        // [T, d_ff]
+  std::vector<float> logits;          // [T or 1, vocab]
+  std::vector<float> cos, sin;        // [T, rope_dim / 2]
+  std::vector<float> scores;          // attention kernel scratch
+  std::vector<float> qa, kva;         // MLA: [T, q_lora_rank], [T, kv_lora + rope]
+  std::vector<float> lat, kv_all, k_all, v_all;  // MLA plain: [n, dc], [n, H(nope+dv)], [n, H, qk], [n, H, dv]
+  std::vector<float> q_abs, att_lat, gather, head_out;  // MLA absorbed
 };
 
 class Model {
@@ -41,18 +69,26 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const TensorMap& tensors() const { return tensors_; }
 
-  // Logits [ids.size()][vocab] for every position of one sequence starting at position 0.
-  // Throws mtb::Error for an empty sequence, a token id outside the vocabulary, or a
-  // sequence longer than the context.
+  // Logits [ids.size()][vocab] for every position of one sequence starting at position 0
+  // (a fresh F32 cache). Throws mtb::Error for an empty sequence, a token id outside the
+  // vocabulary, or a sequence longer than the context.
   std::vector<float> forward(const std::vector<int32_t>& ids) const;
 
+  // Appends T tokens to `cache` (at positions cache.size() ...) and returns the logits of
+  // the last one, or of all T with options.all_logits: [T or 1][vocab], inside `ws`.
+  // Throws mtb::Error for bad ids or when the cache would overflow (nothing is appended then).
+  const float* forward(const int32_t* ids, int T, KVCache& cache, Workspace& ws,
+                       const ForwardOptions& options = {}) const;
+
+  Workspace make_workspace(int max_tokens, int capacity, MlaForm mla = MlaForm::Auto, bool all_logits = false) const;
+
  private:
-  void embed(const std::vector<int32_t>& ids, float* x) const;
-  void attention(const LayerWeights& w, int layer, const float* h, int T, float* out) const;
-  void attention_mla(const LayerWeights& w, int layer, const float* h, int T, float* out) const;
-  void ffn(const LayerWeights& w, const float* h, int T, float* out) const;
+  void embed(const int32_t* ids, int T, int pos0, float* x) const;
+  void attention(const LayerWeights& w, int layer, int T, KVCache& cache, Workspace& ws) const;
+  void attention_mla(const LayerWeights& w, int layer, int T, KVCache& cache, Workspace& ws, bool plain) const;
+  void ffn(const LayerWeights& w, int T, Workspace& ws) const;
   void norm(const Norm& n, const float* x, int T, float* out) const;
-  void rope_tables(int pos0, int T, std::vector<float>& cos, std::vector<float>& sin) const;
+  void rope_tables(int pos0, int T, Workspace& ws) const;
 
   ModelConfig config_;
   TensorMap tensors_;

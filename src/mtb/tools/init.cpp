@@ -48,7 +48,7 @@ TensorMap init_weights(const ModelConfig& c, uint64_t seed, DType dtype, float s
     } else {
       const uint64_t base = hash_name(s.name) ^ (seed * 0x9e3779b97f4a7c15ull);
       const int64_t chunks = (n + kChunk - 1) / kChunk;
-      parallel_for(chunks, [&](int64_t c0, int64_t c1) {
+      parallel_for(chunks, [&](int64_t c0, int64_t c1, int) {
         for (int64_t ch = c0; ch < c1; ++ch)
           normals(v.data() + ch * kChunk, std::min(kChunk, n - ch * kChunk), base + uint64_t(ch) * 0x632be59bd9b4e019ull, std);
       });
