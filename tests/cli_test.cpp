@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "mtb/core/mapped_file.h"
 #include "mtb/io/hf.h"
@@ -83,6 +84,45 @@ TEST(Cli, BadArgumentsAndInputsFailWithOneLine) {
   expect_failure("info --config " + cfg, "n_heads (6) is not divisible by n_kv_heads (4)");
   expect_failure("init --config " + cfg + " -o /tmp/never", "bad-config.json");
   EXPECT_FALSE(fs::exists("/tmp/never"));
+}
+
+TEST(Cli, GenerateStreamsIdsAndRefusesBadRequests) {
+  const std::string dir = example_dir();  // context 1024, vocab 1000
+  const Result ok = mtb_cli("generate -m " + dir + " --prompt-ids 1,2,3 -n 5 --seed 3 --print-ids");
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  std::istringstream in(ok.out);
+  int n = 0;
+  for (int id; in >> id; ++n) EXPECT_TRUE(id >= 0 && id < 1000);
+  EXPECT_EQ(n, 5);
+  EXPECT_NE(ok.err.find("decode: 5 tokens"), std::string::npos) << ok.err;
+  EXPECT_NE(ok.err.find("KV cache: 16,384 B (16 KiB) for 8 tokens"), std::string::npos) << ok.err;
+  EXPECT_EQ(mtb_cli("generate -m " + dir + " --prompt-ids 1,2,3 -n 5 --seed 3").out, ok.out);  // same seed, same ids
+  std::string long_prompt = "1";
+  for (int i = 0; i < 1024; ++i) long_prompt += ",1";
+  expect_failure("generate -m " + dir + " --prompt-ids " + long_prompt + " -n 1", "longer than the model's context of 1024");
+  expect_failure("generate -m " + dir + " --prompt-ids 1,2 -n 1023", "exceed the model's context of 1024");
+  expect_failure("generate -m " + dir + " --prompt-ids 1,2 --temperature -1", "--temperature must be >= 0");
+  expect_failure("generate -m " + dir + " --prompt-ids 1,2 --top-p 0", "--top-p must be in (0, 1]");
+  expect_failure("generate -m " + dir + " --prompt-ids 1,2 --top-p 1.5", "--top-p must be in (0, 1]");
+  expect_failure("generate -m " + dir + " --prompt-ids 1,2 -n -3", "-n must not be negative");
+  expect_failure("generate -m " + dir + " --prompt-ids 1,1000", "token id 1000 at prompt position 1");
+  expect_failure("generate -m " + dir + " --prompt-ids 1 --cache-type f64", "--cache-type", 2);
+}
+
+TEST(Cli, KvPlannerPrintsTheChaptersNumbers) {
+  const Result r = mtb_cli("kv --preset llama3-70b --context 131072 --dtype bf16 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* want : {"\"bytes_per_token\": 2621440", "\"bytes_per_token\": 327680", "\"bytes_per_token\": 40960",
+                           "\"bytes_at_context\": 343597383680", "\"bytes_at_context\": 42949672960",
+                           "\"bytes_at_context\": 5368709120"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  const Result t = mtb_cli("kv --preset deepseek-v3 --context 131072 --budget 24GiB");
+  ASSERT_EQ(t.code, 0) << t.err;
+  for (const char* want : {"70,272 B (68.6 KiB)", "8.58 GiB", "4,997,120 B (4.77 MiB)", "71.11x", "366,715"})
+    EXPECT_NE(t.out.find(want), std::string::npos) << want << "\n" << t.out;
+  expect_failure("kv --preset llama3-70b --budget lots", "'lots' is not a size");
+  expect_failure("kv --preset llama3-70b --dtype fp64", "'fp64' is not an element type");
+  expect_failure("kv", "exactly one");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "mtb/core/mapped_file.h"
 #include "mtb/io/model_file.h"
 #include "mtb/model/config.h"
+#include "mtb/runtime/session.h"
 #include "test_util.h"
 
 namespace mtb {
@@ -68,6 +69,32 @@ TEST_P(Variant, LogitsMatchTheFloat64Reference) {
               d.max_abs_ref, d.ratio());
   EXPECT_GT(d.max_abs_ref, 0.5) << "degenerate reference logits";
   EXPECT_LE(d.ratio(), 1e-4);
+}
+
+TEST_P(Variant, TokenByTokenDecodingEqualsTheFullForward) {
+  const std::string dir = fixture(GetParam());
+  Model m = open_model(dir);
+  const auto ids = read_array<int32_t>(fixture(GetParam() + "/ids.i32"));
+  const std::vector<float> full = m.forward(ids);
+  const auto want = read_array<double>(fixture(GetParam() + "/logits.f64"));
+  const size_t V = size_t(m.config().vocab);
+  SessionOptions so;
+  so.context = int(ids.size());
+  Session s(m, so);  // F32 cache; MLA decodes in the absorbed form
+  const float* logits = s.prefill({ids[0]});
+  double worst = 0, worst_ref = 0, scale = 0;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    if (t) logits = s.decode(ids[t]);
+    for (size_t v = 0; v < V; ++v) {
+      worst = std::max(worst, std::fabs(double(logits[v]) - full[t * V + v]));
+      worst_ref = std::max(worst_ref, std::fabs(double(logits[v]) - want[t * V + v]));
+      scale = std::max(scale, std::fabs(want[t * V + v]));
+    }
+  }
+  std::printf("  %-22s decode vs forward %.3g, vs reference %.3g (x max|logit|)\n", GetParam().c_str(), worst / scale,
+              worst_ref / scale);
+  EXPECT_LE(worst, 1e-4 * scale);
+  EXPECT_LE(worst_ref, 1e-4 * scale);
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, Variant, ::testing::ValuesIn(kVariants),
@@ -127,6 +154,25 @@ TEST(Llama2c, Stories260KGreedyContinuationMatchesTheReference) {
     seq.push_back(int32_t(std::max_element(last, last + m.config().vocab) - last));
   }
   EXPECT_EQ(std::vector<int32_t>(seq.begin() + 1, seq.end()), want);
+}
+
+TEST(Llama2c, GenerateGreedyPrintsTheReferencesIds) {
+  const std::string path = test::shared_models() + "/stories260K.bin";
+  if (!fs::exists(path)) GTEST_SKIP() << path << " is absent: skipping the stories260K check";
+  const std::string out = test::binary_dir() + "/test-scratch/stories-greedy.txt";
+  fs::create_directories(test::binary_dir() + "/test-scratch");
+  const std::string cmd = test::binary_dir() + "/mtb generate -m " + path +
+                          " --prompt-ids 1 -n 200 --temperature 0 --print-ids > " + out + " 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto words = [](const std::string& text) {
+    std::vector<std::string> w;
+    std::istringstream in(text);
+    for (std::string s; in >> s;) w.push_back(s);
+    return w;
+  };
+  const auto got = words(read_text_file(out)), want = words(read_text_file(fixture("stories260K/greedy.txt")));
+  ASSERT_EQ(want.size(), 200u);
+  EXPECT_EQ(got, want);
 }
 
 // `mtb init` writes a directory; the reference reads it as Hugging Face's loaders would and

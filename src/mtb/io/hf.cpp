@@ -183,6 +183,15 @@ ModelConfig config_from_hf_json(const json& j, const std::string& where) {
   else if (type == "deepseek_v2" || type == "deepseek_v3") parse_deepseek(j, k, c);
   else if (type == "gpt2") parse_gpt2(k, c);
   else throw Error(where + ": unknown model_type '" + type + "' (supported: " + kFamilies + ")");
+  // Special token ids (an int, or a list of ints for eos).
+  c.bos_id = j.contains("bos_token_id") && j["bos_token_id"].is_number_integer() ? j["bos_token_id"].get<int>() : -1;
+  if (j.contains("eos_token_id")) {
+    const json& e = j["eos_token_id"];
+    if (e.is_number_integer()) c.eos_ids.push_back(e.get<int32_t>());
+    else if (e.is_array())
+      for (const auto& v : e)
+        if (v.is_number_integer()) c.eos_ids.push_back(v.get<int32_t>());
+  }
   c.validate(where);
   return c;
 }
@@ -207,6 +216,9 @@ json config_to_hf_json(const ModelConfig& c, DType dtype) {
   j["torch_dtype"] = dtype == DType::F32 ? "float32" : dtype == DType::BF16 ? "bfloat16" : "float16";
   j["vocab_size"] = c.vocab;
   j["tie_word_embeddings"] = c.tied_embeddings;
+  if (c.bos_id >= 0) j["bos_token_id"] = c.bos_id;
+  if (c.eos_ids.size() == 1) j["eos_token_id"] = c.eos_ids[0];
+  else if (!c.eos_ids.empty()) j["eos_token_id"] = c.eos_ids;
   if (f == "gpt2") {
     if (c.norm != NormKind::LayerNorm || c.ffn != FfnKind::GeluMlp || c.position != PositionKind::Learned ||
         c.bias != BiasKind::All || c.n_kv_heads != c.n_heads || c.head_dim * c.n_heads != c.d_model)

@@ -28,6 +28,7 @@ LoadedModel load_llama2c(const std::string& path) {
   c.vocab = vocab, c.d_model = dim, c.n_layers = layers, c.n_heads = heads, c.n_kv_heads = kv_heads;
   c.head_dim = dim / heads, c.d_ff = hidden, c.norm_eps = 1e-5, c.rope_base = 10000.0;
   c.rope_layout = RopeLayout::Interleaved, c.tied_embeddings = shared, c.max_context = seq_len;
+  c.bos_id = 1, c.eos_ids = {2};  // llama2.c's tokenizers: <s> = 1, </s> = 2
   c.validate(path);
 
   const int64_t hd = c.head_dim, kv = int64_t(kv_heads) * hd, L = layers;

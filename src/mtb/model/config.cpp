@@ -40,6 +40,9 @@ void ModelConfig::validate(const std::string& where) const {
         fail("rope_scaling needs 0 < low_freq_factor < high_freq_factor");
     }
   }
+  if (bos_id >= vocab) fail("bos_token_id " + std::to_string(bos_id) + " is outside the vocabulary");
+  for (int32_t e : eos_ids)
+    if (e < 0 || e >= vocab) fail("eos_token_id " + std::to_string(e) + " is outside the vocabulary");
   if (is_mla()) {
     positive(kv_lora_rank, "kv_lora_rank");
     positive(qk_rope_head_dim, "qk_rope_head_dim");

@@ -63,6 +63,8 @@ struct ModelConfig {
   BiasKind bias = BiasKind::None;
   int max_context = 2048;
   MoeSpec moe;
+  int bos_id = -1;                // -1: none known
+  std::vector<int32_t> eos_ids;   // generation stops on these
 
   // Throws mtb::Error("<where>: ...") for an impossible combination.
   void validate(const std::string& where = "config") const;

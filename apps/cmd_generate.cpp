@@ -1,0 +1,81 @@
+// mtb generate -m MODEL --prompt-ids 1,2,3 [-n N] [sampling flags] [--print-ids]
+// Streams generated tokens to stdout as they come; closes with speeds and cache size on stderr.
+#include <cstdio>
+
+#include "commands.h"
+#include "mtb/core/error.h"
+#include "mtb/io/model_file.h"
+#include "mtb/runtime/generate.h"
+#include "mtb/tools/report.h"
+
+namespace mtb::app {
+
+void add_generate(CLI::App& app) {
+  struct Opts {
+    std::string model, prompt_ids, cache_type = "f32", mla = "auto", stop_ids;
+    int max_tokens = 128, context = 0, top_k = 0;
+    float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f;
+    uint64_t seed = 0;
+    bool print_ids = false, ignore_eos = false;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand("generate", "Generate tokens with the KV cache");
+  sub->add_option("-m,--model", o->model, "Model path")->required();
+  sub->add_option("--prompt-ids", o->prompt_ids, "Prompt token ids, comma separated")->required();
+  sub->add_option("-n,--max-tokens", o->max_tokens, "Tokens to generate")->capture_default_str();
+  sub->add_option("--temperature", o->temperature, "0 = greedy")->capture_default_str();
+  sub->add_option("--top-k", o->top_k, "Keep the k most likely tokens (0 = off)")->capture_default_str();
+  sub->add_option("--top-p", o->top_p, "Keep the smallest set with this much probability, in (0, 1]")->capture_default_str();
+  sub->add_option("--min-p", o->min_p, "Drop tokens below min-p x the best one's probability")->capture_default_str();
+  sub->add_option("--repeat-penalty", o->repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
+  sub->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  sub->add_option("--stop-ids", o->stop_ids, "Extra stop token ids, comma separated");
+  sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop on the model's end-of-sequence ids");
+  sub->add_option("--context", o->context, "KV cache length (default: prompt + n)");
+  sub->add_option("--cache-type", o->cache_type, "KV cache element type")->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
+  sub->add_option("--mla", o->mla, "MLA form: auto (plain prefill, absorbed decode), plain, absorbed")
+      ->check(CLI::IsMember({"auto", "plain", "absorbed"}))->capture_default_str();
+  sub->add_flag("--print-ids", o->print_ids, "Print the generated ids, space separated (the default until text prompts)");
+  sub->callback([o] {
+    SamplerOptions so;
+    so.temperature = o->temperature, so.top_k = o->top_k, so.top_p = o->top_p, so.min_p = o->min_p;
+    so.repetition_penalty = o->repeat_penalty, so.seed = o->seed;
+    so.validate();
+    if (o->max_tokens < 0) throw Error("-n must not be negative, got " + std::to_string(o->max_tokens));
+    const std::vector<int32_t> prompt = parse_ids(o->prompt_ids);
+    Model model = open_model(o->model);
+    const ModelConfig& c = model.config();
+    const int64_t need = int64_t(prompt.size()) + o->max_tokens;
+    if (int64_t(prompt.size()) > c.max_context)
+      throw Error("prompt of " + std::to_string(prompt.size()) + " tokens is longer than the model's context of " +
+                  std::to_string(c.max_context));
+    if (need > c.max_context)
+      throw Error("prompt (" + std::to_string(prompt.size()) + ") + -n (" + std::to_string(o->max_tokens) +
+                  ") tokens exceed the model's context of " + std::to_string(c.max_context));
+    SessionOptions sopt;
+    sopt.context = o->context > 0 ? o->context : int(std::max<int64_t>(need, 1));
+    sopt.cache_type = o->cache_type == "bf16" ? DType::BF16 : o->cache_type == "f16" ? DType::F16 : DType::F32;
+    sopt.mla = o->mla == "plain" ? MlaForm::Plain : o->mla == "absorbed" ? MlaForm::Absorbed : MlaForm::Auto;
+    Session session(model, sopt);
+    Sampler sampler(so, c.vocab);
+    GenerateOptions go;
+    go.max_tokens = o->max_tokens;
+    if (!o->ignore_eos) go.stop_ids = c.eos_ids;
+    if (!o->stop_ids.empty())
+      for (int32_t id : parse_ids(o->stop_ids)) go.stop_ids.push_back(id);
+    bool first = true;
+    const GenerateStats st = generate(session, sampler, prompt, go, [&](int32_t id) {
+      std::printf(first ? "%d" : " %d", id);
+      std::fflush(stdout);
+      first = false;
+    });
+    std::printf("\n");
+    std::fprintf(stderr,
+                 "prefill: %d tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s%s | KV cache: %s B (%s) for %d tokens, %s\n",
+                 st.prompt_tokens, st.prefill_tokens_per_s(), st.generated_tokens, st.decode_tokens_per_s(),
+                 st.stopped ? " (stopped at end-of-sequence)" : "", with_commas(session.cache().bytes()).c_str(),
+                 human_bytes(double(session.cache().bytes())).c_str(), session.context(), o->cache_type.c_str());
+  });
+}
+
+}  // namespace mtb::app
