@@ -12,6 +12,8 @@ namespace mtb::app {
 void add_info(CLI::App& app);
 void add_init(CLI::App& app);
 void add_logits(CLI::App& app);
+void add_generate(CLI::App& app);
+void add_kv(CLI::App& app);
 void add_demo(CLI::App& app);
 
 // Shared helpers.
