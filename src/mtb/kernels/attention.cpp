@@ -8,7 +8,9 @@
 
 namespace mtb::kernels {
 
-size_t attention_scratch_floats(int max_keys) { return size_t(num_threads()) * size_t(max_keys > 0 ? max_keys : 1); }
+size_t attention_scratch_floats(int max_keys, int max_heads) {
+  return size_t(num_threads()) * size_t(max_keys > 0 ? max_keys : 1) * size_t(max_heads > 0 ? max_heads : 1);
+}
 
 void attention(const AttentionArgs& a) {
   if (use_avx2()) attention_avx2(a);

@@ -28,12 +28,12 @@ struct AttentionArgs {
   int64_t v_stride = 0;
   float* out = nullptr;
   int64_t out_stride = 0;
-  // Room for the scores: attention_scratch_floats(...) floats, or null to allocate here.
+  // Room for the scores: attention_scratch_floats(keys, n_heads) floats, or null to allocate here.
   float* scratch = nullptr;
 };
 
-// Floats of scratch `attention` needs for up to `max_keys` keys.
-size_t attention_scratch_floats(int max_keys);
+// Floats of scratch `attention` needs for up to `max_keys` keys and `max_heads` query heads.
+size_t attention_scratch_floats(int max_keys, int max_heads);
 
 // Picks the AVX2 kernel (threaded over heads and rows) when available, else attention_ref.
 void attention(const AttentionArgs& a);

@@ -2,6 +2,7 @@
 // in their stored type (F32, BF16, F16) and widened in registers.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -57,32 +58,48 @@ inline void axpy(float* o, float w, const void* v, int64_t v0, int n) {
   for (; i < n; ++i) o[i] += w * load1<T>(v, v0 + i);
 }
 
+// Query heads that share a kv head are processed together, so each key and value row is
+// read once per task and reused from L1 by every head of the task. A task is (query row,
+// kv head, a slice of that kv head's query heads); slices exist only to give every thread
+// work when there are few rows (decoding) and few kv heads (MQA, MLA's absorbed form).
 template <DType T>
 void run(const AttentionArgs& a, float* scratch, int64_t scratch_per_thread) {
   const int group = a.n_heads / a.n_kv_heads;
-  const int tasks = a.n_queries * a.n_heads;
+  const int rows_x_kv = a.n_queries * a.n_kv_heads;
+  const int slices = std::min(group, std::max(1, (2 * num_threads() + rows_x_kv - 1) / rows_x_kv));
+  const int per_slice = (group + slices - 1) / slices;
+  const int tasks = rows_x_kv * slices;
   const double work = double(a.n_queries) * (a.q_pos0 + a.n_queries) * a.n_heads * (a.qk_dim + a.v_dim);
   parallel_for(tasks, [&](int64_t t0, int64_t t1, int thread) {
-    float* p = scratch + thread * scratch_per_thread;  // scores of one row
+    float* p = scratch + thread * scratch_per_thread;  // scores [heads of the task][keys]
     for (int64_t task = t0; task < t1; ++task) {
-      const int i = int(task / a.n_heads), h = int(task % a.n_heads);
+      const int i = int(task / (int64_t(a.n_kv_heads) * slices));
+      const int kvh = int(task / slices % a.n_kv_heads), slice = int(task % slices);
+      const int h0 = kvh * group + slice * per_slice, h1 = std::min(h0 + per_slice, (kvh + 1) * group);
+      const int nh = h1 - h0;
+      if (nh <= 0) continue;
       const int n_keys = a.q_pos0 + i + 1;
-      const int kvh = h / group;
-      const float* q = a.q + i * a.q_stride + int64_t(h) * a.qk_dim;
-      float mx = -INFINITY;
+      const float* q = a.q + i * a.q_stride + int64_t(h0) * a.qk_dim;
       for (int j = 0; j < n_keys; ++j) {
-        p[j] = dot<T>(q, a.k, j * a.k_stride + int64_t(kvh) * a.qk_dim, a.qk_dim) * a.scale;
-        mx = std::max(mx, p[j]);
+        const int64_t k0 = j * a.k_stride + int64_t(kvh) * a.qk_dim;
+        for (int g = 0; g < nh; ++g) p[g * n_keys + j] = dot<T>(q + int64_t(g) * a.qk_dim, a.k, k0, a.qk_dim) * a.scale;
       }
-      float sum = 0.0f;
+      for (int g = 0; g < nh; ++g) {
+        float* pg = p + g * n_keys;
+        float mx = -INFINITY;
+        for (int j = 0; j < n_keys; ++j) mx = std::max(mx, pg[j]);
+        float sum = 0.0f;
+        for (int j = 0; j < n_keys; ++j) sum += pg[j] = std::exp(pg[j] - mx);
+        const float inv = 1.0f / sum;
+        for (int j = 0; j < n_keys; ++j) pg[j] *= inv;
+        float* o = a.out + i * a.out_stride + int64_t(h0 + g) * a.v_dim;
+        for (int d = 0; d < a.v_dim; ++d) o[d] = 0.0f;
+      }
+      float* o = a.out + i * a.out_stride + int64_t(h0) * a.v_dim;
       for (int j = 0; j < n_keys; ++j) {
-        p[j] = std::exp(p[j] - mx);
-        sum += p[j];
+        const int64_t v0 = j * a.v_stride + int64_t(kvh) * a.v_dim;
+        for (int g = 0; g < nh; ++g) axpy<T>(o + int64_t(g) * a.v_dim, p[g * n_keys + j], a.v, v0, a.v_dim);
       }
-      float* o = a.out + i * a.out_stride + int64_t(h) * a.v_dim;
-      for (int d = 0; d < a.v_dim; ++d) o[d] = 0.0f;
-      const float inv = 1.0f / sum;
-      for (int j = 0; j < n_keys; ++j) axpy<T>(o, p[j] * inv, a.v, j * a.v_stride + int64_t(kvh) * a.v_dim, a.v_dim);
     }
   }, work < 1e5);
 }
@@ -91,16 +108,17 @@ void run(const AttentionArgs& a, float* scratch, int64_t scratch_per_thread) {
 
 void attention_avx2(const AttentionArgs& a) {
   const int max_keys = a.q_pos0 + a.n_queries;
+  const int group = a.n_heads / a.n_kv_heads;
   std::vector<float> own;
   float* scratch = a.scratch;
   if (!scratch) {
-    own.resize(attention_scratch_floats(max_keys));
+    own.resize(attention_scratch_floats(max_keys, a.n_heads));
     scratch = own.data();
   }
   switch (a.kv_type) {
-    case DType::F32: run<DType::F32>(a, scratch, max_keys); return;
-    case DType::BF16: run<DType::BF16>(a, scratch, max_keys); return;
-    case DType::F16: run<DType::F16>(a, scratch, max_keys); return;
+    case DType::F32: run<DType::F32>(a, scratch, int64_t(max_keys) * group); return;
+    case DType::BF16: run<DType::BF16>(a, scratch, int64_t(max_keys) * group); return;
+    case DType::F16: run<DType::F16>(a, scratch, int64_t(max_keys) * group); return;
   }
 }
 

@@ -129,7 +129,7 @@ Workspace Model::make_workspace(int max_tokens, int capacity, MlaForm mla, bool 
   ws.gate.resize(T * size_t(c.d_ff)), ws.up.resize(T * size_t(c.d_ff));
   ws.logits.resize(size_t(c.vocab) * (all_logits ? T : 1));
   ws.cos.resize(T * size_t(c.rope_dim() / 2 + 1)), ws.sin.resize(ws.cos.size());
-  ws.scores.resize(kernels::attention_scratch_floats(capacity));
+  ws.scores.resize(kernels::attention_scratch_floats(capacity, c.n_heads));
   if (!c.is_mla()) {
     ws.q.resize(T * H * size_t(c.head_dim));
     ws.k.resize(T * size_t(c.n_kv_heads) * size_t(c.head_dim));

@@ -1,0 +1,63 @@
+#include "mtb/tools/bench.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "mtb/core/error.h"
+
+namespace mtb {
+
+double BenchResult::median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+BenchResult run_bench(const Model& model, const BenchOptions& o) {
+  using clock = std::chrono::steady_clock;
+  const ModelConfig& c = model.config();
+  if (o.prompt_tokens < 0 || o.gen_tokens < 0 || o.depth < 0 || o.reps < 1)
+    throw Error("bench: -p, -n, -d must be >= 0 and -r >= 1");
+  const int context = std::max(o.prompt_tokens, o.depth + o.gen_tokens + 1);
+  if (c.max_context > 0 && context > c.max_context)
+    throw Error("bench needs " + std::to_string(context) + " tokens of context; the model has " +
+                std::to_string(c.max_context));
+  SessionOptions so;
+  so.context = context, so.cache_type = o.cache_type, so.mla = o.mla;
+  so.prefill_chunk = std::max(1, std::min(512, std::max(o.prompt_tokens, o.depth)));
+  Session s(model, so);
+  // Token ids from a fixed stream: the same work in every run.
+  uint64_t state = o.seed;
+  auto next_id = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return int32_t((state >> 33) % uint64_t(c.vocab));
+  };
+  std::vector<int32_t> prompt(size_t(o.prompt_tokens)), depth(size_t(o.depth));
+  for (auto& id : prompt) id = next_id();
+  for (auto& id : depth) id = next_id();
+  BenchResult r;
+  for (int rep = 0; rep < o.reps; ++rep) {
+    if (o.prompt_tokens > 0) {
+      s.reset();
+      const auto t0 = clock::now();
+      s.prefill(prompt);
+      r.pp_tokens_per_s.push_back(o.prompt_tokens / std::chrono::duration<double>(clock::now() - t0).count());
+    }
+    if (o.gen_tokens > 0) {
+      s.reset();
+      int32_t id = next_id();
+      const float* logits = o.depth > 0 ? s.prefill(depth) : nullptr;
+      const auto t0 = clock::now();
+      for (int i = 0; i < o.gen_tokens; ++i) {
+        logits = s.decode(id);
+        id = int32_t(std::max_element(logits, logits + c.vocab) - logits);  // greedy: what generation does
+      }
+      r.tg_tokens_per_s.push_back(o.gen_tokens / std::chrono::duration<double>(clock::now() - t0).count());
+    }
+  }
+  r.kv_cache_bytes = s.cache().bytes();
+  return r;
+}
+
+}  // namespace mtb
