@@ -14,6 +14,7 @@ void add_init(CLI::App& app);
 void add_logits(CLI::App& app);
 void add_generate(CLI::App& app);
 void add_kv(CLI::App& app);
+void add_bench(CLI::App& app);
 void add_demo(CLI::App& app);
 
 // Shared helpers.

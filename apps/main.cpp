@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   mtb::app::add_logits(app);
   mtb::app::add_generate(app);
   mtb::app::add_kv(app);
+  mtb::app::add_bench(app);
   std::string known;
   bool is_command = false;
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
