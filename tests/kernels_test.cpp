@@ -22,6 +22,12 @@ std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
+std::vector<uint8_t> encode(const std::vector<float>& v, DType t) {
+  std::vector<uint8_t> out(dtype_bytes(t, int64_t(v.size())));
+  from_f32(t, v.data(), out.data(), v.size());
+  return out;
+}
+
 std::vector<uint16_t> to_half(const std::vector<float>& v, DType t) {
   std::vector<uint16_t> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) out[i] = t == DType::BF16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
@@ -66,6 +72,34 @@ TEST_P(MatmulTwins, FastEqualsScalarForEveryWeightType) {
         ASSERT_NEAR(fast[i], ref[i], 1e-5f * (std::sqrt(float(K)) + std::fabs(ref[i])))
             << dtype_name(t) << " M=" << M << " N=" << N << " K=" << K << " at " << i;
     }
+  }
+}
+
+TEST(Q8_0, QuantizeDequantizeAsGgmlDefinesIt) {
+  std::vector<float> v(64);
+  for (int i = 0; i < 64; ++i) v[size_t(i)] = float(i - 20) * 0.37f;
+  const auto q = encode(v, DType::Q8_0);
+  ASSERT_EQ(q.size(), 68u);
+  std::vector<float> back(64);
+  to_f32(DType::Q8_0, q.data(), back.data(), 64);
+  for (int b = 0; b < 2; ++b) {
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[size_t(b * 32 + i)]));
+    const float d = f16_to_f32(f32_to_f16(amax / 127.0f));
+    for (int i = 0; i < 32; ++i) EXPECT_NEAR(back[size_t(b * 32 + i)], v[size_t(b * 32 + i)], d * 0.5f + 1e-6f);
+  }
+  EXPECT_EQ(static_cast<int8_t>(q[2 + 31 + 34]), 127);  // the block's largest value maps to 127
+}
+
+TEST(Q8_0, FastMatmulEqualsScalar) {
+  if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
+  for (auto [M, N, K] : {std::tuple{1, 37, 64}, std::tuple{3, 16, 32}, std::tuple{6, 33, 256}, std::tuple{17, 70, 96}}) {
+    const auto x = randn(size_t(M) * K, 1), w = randn(size_t(N) * K, 2), bias = randn(size_t(N), 3);
+    const auto q = encode(w, DType::Q8_0);
+    std::vector<float> fast(size_t(M) * N), ref(size_t(M) * N);
+    kernels::matmul_avx2(fast.data(), x.data(), q.data(), DType::Q8_0, bias.data(), M, N, K);
+    kernels::matmul_ref(ref.data(), x.data(), q.data(), DType::Q8_0, bias.data(), M, N, K);
+    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 1e-4f * (std::sqrt(float(K)) + std::fabs(ref[i])));
   }
 }
 

@@ -1,6 +1,8 @@
 #include "mtb/core/dtype.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 namespace mtb {
 
@@ -9,8 +11,14 @@ size_t dtype_size(DType t) {
     case DType::F32: return 4;
     case DType::F16: return 2;
     case DType::BF16: return 2;
+    case DType::Q8_0: return 0;
   }
   return 0;
+}
+
+size_t dtype_bytes(DType t, int64_t n) {
+  if (t == DType::Q8_0) return size_t(n / kQ8Block) * kQ8BlockBytes;
+  return size_t(n) * dtype_size(t);
 }
 
 const char* dtype_name(DType t) {
@@ -18,6 +26,7 @@ const char* dtype_name(DType t) {
     case DType::F32: return "F32";
     case DType::F16: return "F16";
     case DType::BF16: return "BF16";
+    case DType::Q8_0: return "Q8_0";
   }
   return "?";
 }
@@ -71,6 +80,17 @@ uint16_t f32_to_f16(float f) {
 
 void to_f32(DType t, const void* src, float* dst, size_t n) {
   switch (t) {
+    case DType::Q8_0: {
+      auto b = static_cast<const uint8_t*>(src);
+      for (size_t i = 0; i < n; i += kQ8Block, b += kQ8BlockBytes) {
+        uint16_t h;
+        std::memcpy(&h, b, 2);
+        const float d = f16_to_f32(h);
+        const auto* q = reinterpret_cast<const int8_t*>(b + 2);
+        for (int j = 0; j < kQ8Block; ++j) dst[i + size_t(j)] = d * float(q[j]);
+      }
+      return;
+    }
     case DType::F32: std::memcpy(dst, src, n * 4); return;
     case DType::BF16: {
       auto s = static_cast<const uint16_t*>(src);
@@ -87,6 +107,19 @@ void to_f32(DType t, const void* src, float* dst, size_t n) {
 
 void from_f32(DType t, const float* src, void* dst, size_t n) {
   switch (t) {
+    case DType::Q8_0: {
+      auto b = static_cast<uint8_t*>(dst);
+      for (size_t i = 0; i < n; i += kQ8Block, b += kQ8BlockBytes) {
+        float amax = 0.0f;
+        for (int j = 0; j < kQ8Block; ++j) amax = std::max(amax, std::fabs(src[i + size_t(j)]));
+        const float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+        const uint16_t h = f32_to_f16(d);
+        std::memcpy(b, &h, 2);
+        auto* q = reinterpret_cast<int8_t*>(b + 2);
+        for (int j = 0; j < kQ8Block; ++j) q[j] = int8_t(std::lround(src[i + size_t(j)] * id));
+      }
+      return;
+    }
     case DType::F32: std::memcpy(dst, src, n * 4); return;
     case DType::BF16: {
       auto d = static_cast<uint16_t*>(dst);

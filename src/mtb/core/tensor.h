@@ -22,7 +22,7 @@ struct Tensor {
 
   bool empty() const { return data == nullptr; }
   int64_t numel() const { return shape_numel(shape); }
-  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }
+  size_t nbytes() const { return dtype_bytes(dtype, numel()); }
   const float* f32() const { return static_cast<const float*>(data); }
   // Elements as float (a copy); for tests and small tensors.
   std::vector<float> to_vector() const;

@@ -15,7 +15,7 @@ void matmul(float* y, const float* x, const void* w, DType wtype, const float* b
 void matmul_ref(float* y, const float* x, const void* w, DType wtype, const float* bias,
                 int M, int N, int K) {
   std::vector<float> row(size_t(K) > 0 ? size_t(K) : 1);
-  const size_t row_bytes = size_t(K) * dtype_size(wtype);
+  const size_t row_bytes = dtype_bytes(wtype, K);
   for (int n = 0; n < N; ++n) {
     to_f32(wtype, static_cast<const uint8_t*>(w) + size_t(n) * row_bytes, row.data(), size_t(K));
     for (int m = 0; m < M; ++m) {

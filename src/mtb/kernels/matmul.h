@@ -7,7 +7,8 @@
 namespace mtb::kernels {
 
 // y[M,N] = x[M,K] · W[N,K]^T (+ bias[N] when bias is not null).
-// W is row-major [N,K] with elements of type wtype (F32, F16 or BF16), used as stored.
+// W is row-major [N,K] with elements of type wtype (F32, F16, BF16, or Q8_0 with K a
+// multiple of 32), used as stored.
 // Picks the AVX2 kernel (threaded) when available, else matmul_ref.
 void matmul(float* y, const float* x, const void* w, DType wtype, const float* bias,
             int M, int N, int K);

@@ -64,17 +64,22 @@ Model::Model(ModelConfig config, TensorMap tensors, const std::string& where)
       // form needs it transposed, [dc, nope] per head, kept in the weight's own type.
       const int H = config_.n_heads, nope = config_.qk_nope_head_dim, dv = config_.v_head_dim;
       const int dc = config_.kv_lora_rank;
+      // A Q8_0 kv_b's blocks run along dc, so its transpose is kept in F32.
       const Tensor& kvb = w.wkv_b.w;
-      const size_t esz = dtype_size(kvb.dtype);
+      const DType tt = kvb.dtype == DType::Q8_0 ? DType::F32 : kvb.dtype;
+      const size_t esz = dtype_size(tt);
       std::vector<uint8_t> t(size_t(H) * dc * nope * esz);
+      std::vector<float> row(static_cast<size_t>(dc));
+      std::vector<uint8_t> row_t(size_t(dc) * esz);
       const uint8_t* src = static_cast<const uint8_t*>(kvb.data);
       for (int hh = 0; hh < H; ++hh)
-        for (int i = 0; i < nope; ++i)
+        for (int i = 0; i < nope; ++i) {
+          to_f32(kvb.dtype, src + dtype_bytes(kvb.dtype, (int64_t(hh) * (nope + dv) + i) * dc), row.data(), size_t(dc));
+          from_f32(tt, row.data(), row_t.data(), size_t(dc));
           for (int cc = 0; cc < dc; ++cc)
-            std::memcpy(&t[((size_t(hh) * dc + cc) * nope + i) * esz],
-                        &src[((size_t(hh) * (nope + dv) + i) * dc + cc) * esz], esz);
-      w.w_uk_t = tensors_.add_owned(p + "self_attn.w_uk_t (derived)", kvb.dtype, {int64_t(H) * dc, nope},
-                                    std::move(t), where);
+            std::memcpy(&t[((size_t(hh) * dc + cc) * nope + i) * esz], &row_t[size_t(cc) * esz], esz);
+        }
+      w.w_uk_t = tensors_.add_owned(p + "self_attn.w_uk_t (derived)", tt, {int64_t(H) * dc, nope}, std::move(t), where);
     }
     if (config_.ffn == FfnKind::SwiGLU) w.w_gate = lin(m + "gate_proj");
     w.w_up = lin(m + "up_proj");
@@ -102,20 +107,16 @@ void Model::rope_tables(int pos0, int T, Workspace& ws) const {
     }
 }
 
-void Model::embed(const int32_t* ids, int T, int pos0, float* x) const {
+void Model::embed(const int32_t* ids, int T, int pos0, float* x, float* scratch) const {
   const int d = config_.d_model;
-  const size_t row_bytes = size_t(d) * dtype_size(tok_embed_.dtype);
-  const size_t pos_row_bytes = pos_embed_.empty() ? 0 : size_t(d) * dtype_size(pos_embed_.dtype);
+  const size_t row_bytes = dtype_bytes(tok_embed_.dtype, d);
+  const size_t pos_row_bytes = pos_embed_.empty() ? 0 : dtype_bytes(pos_embed_.dtype, d);
   for (int t = 0; t < T; ++t) {
     float* xt = x + size_t(t) * d;
     to_f32(tok_embed_.dtype, static_cast<const uint8_t*>(tok_embed_.data) + size_t(ids[t]) * row_bytes, xt, size_t(d));
-    if (pos_row_bytes) {  // learned positions: x += P[pos], accumulated in place
-      const uint8_t* row = static_cast<const uint8_t*>(pos_embed_.data) + size_t(pos0 + t) * pos_row_bytes;
-      for (int i = 0; i < d; ++i) {
-        float p;
-        to_f32(pos_embed_.dtype, row + size_t(i) * dtype_size(pos_embed_.dtype), &p, 1);
-        xt[i] += p;
-      }
+    if (pos_row_bytes) {  // learned positions: x += P[pos] (the row widened in `scratch`, [d])
+      to_f32(pos_embed_.dtype, static_cast<const uint8_t*>(pos_embed_.data) + size_t(pos0 + t) * pos_row_bytes, scratch, size_t(d));
+      kernels::add(xt, scratch, d);
     }
   }
 }
@@ -255,7 +256,7 @@ void Model::attention_mla(const LayerWeights& w, int layer, int T, KVCache& cach
   } else {
     // Absorbed: q_abs[h] = [W_UK[h]^T q_nope[h] | q_rope[h]]; one shared "KV head": the cache rows.
     float* q_abs = ws.q_abs.data();  // [T, H, dc | dr]
-    const size_t uk_bytes = size_t(dc) * size_t(nope) * dtype_size(w.w_uk_t.dtype);
+    const size_t uk_bytes = dtype_bytes(w.w_uk_t.dtype, int64_t(dc) * nope);
     for (int hh = 0; hh < H; ++hh) {
       const float* qn = columns(q, T, int64_t(H) * qk, int64_t(hh) * qk, nope, ws.gather.data());  // [T, nope]
       kernels::matmul(ws.head_out.data(), qn, static_cast<const uint8_t*>(w.w_uk_t.data) + size_t(hh) * uk_bytes,
@@ -275,7 +276,7 @@ void Model::attention_mla(const LayerWeights& w, int layer, int T, KVCache& cach
     a.out = ws.att_lat.data(), a.out_stride = int64_t(H) * dc;
     kernels::attention(a);
     // W_UV after attention: out[h] = W_UV[h] o_lat[h], W_UV[h] = rows [h(nope+dv)+nope, +dv) of kv_b.
-    const size_t kvb_row = size_t(dc) * dtype_size(w.wkv_b.w.dtype);
+    const size_t kvb_row = dtype_bytes(w.wkv_b.w.dtype, dc);
     for (int hh = 0; hh < H; ++hh) {
       const float* ol = columns(ws.att_lat.data(), T, int64_t(H) * dc, int64_t(hh) * dc, dc, ws.gather.data());
       const uint8_t* uv = static_cast<const uint8_t*>(w.wkv_b.w.data) + (size_t(hh) * (nope + dv) + nope) * kvb_row;
@@ -325,7 +326,7 @@ const float* Model::forward(const int32_t* ids, int T, KVCache& cache, Workspace
       throw Error("workspace has no room for plain MLA over " + std::to_string(pos0 + T) + " tokens");
   }
   float* x = ws.x.data();  // [T, d], the residual stream
-  embed(ids, T, pos0, x);
+  embed(ids, T, pos0, x, ws.y.data());
   if (c.position == PositionKind::RoPE) rope_tables(pos0, T, ws);
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = layers_[size_t(l)];

@@ -83,7 +83,7 @@ class Model {
   Workspace make_workspace(int max_tokens, int capacity, MlaForm mla = MlaForm::Auto, bool all_logits = false) const;
 
  private:
-  void embed(const int32_t* ids, int T, int pos0, float* x) const;
+  void embed(const int32_t* ids, int T, int pos0, float* x, float* scratch) const;
   void attention(const LayerWeights& w, int layer, int T, KVCache& cache, Workspace& ws) const;
   void attention_mla(const LayerWeights& w, int layer, int T, KVCache& cache, Workspace& ws, bool plain) const;
   void ffn(const LayerWeights& w, int T, Workspace& ws) const;

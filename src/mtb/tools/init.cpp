@@ -53,14 +53,11 @@ TensorMap init_weights(const ModelConfig& c, uint64_t seed, DType dtype, float s
           normals(v.data() + ch * kChunk, std::min(kChunk, n - ch * kChunk), base + uint64_t(ch) * 0x632be59bd9b4e019ull, std);
       });
     }
-    std::vector<uint8_t> bytes(size_t(n) * dtype_size(dtype));
-    if (dtype == DType::F32) {
-      std::memcpy(bytes.data(), v.data(), bytes.size());
-    } else {
-      auto* out = reinterpret_cast<uint16_t*>(bytes.data());
-      for (int64_t i = 0; i < n; ++i) out[i] = dtype == DType::BF16 ? f32_to_bf16(v[size_t(i)]) : f32_to_f16(v[size_t(i)]);
-    }
-    m.add_owned(s.name, dtype, s.shape, std::move(bytes), "init");
+    // Norm scales and biases stay F32 when the matrices are Q8_0 (as llama.cpp keeps them).
+    const DType t = dtype == DType::Q8_0 && (s.role == TensorRole::Vector || s.shape.back() % kQ8Block) ? DType::F32 : dtype;
+    std::vector<uint8_t> bytes(dtype_bytes(t, n));
+    from_f32(t, v.data(), bytes.data(), size_t(n));
+    m.add_owned(s.name, t, s.shape, std::move(bytes), "init");
   }
   return m;
 }
