@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include <sys/resource.h>
+
 #include "mtb/core/error.h"
+#include "mtb/model/weights.h"
 
 namespace mtb {
 
@@ -58,6 +61,31 @@ BenchResult run_bench(const Model& model, const BenchOptions& o) {
   }
   r.kv_cache_bytes = s.cache().bytes();
   return r;
+}
+
+TokenCost token_cost(const Model& model, int cache_bytes_per_element) {
+  const ModelConfig& c = model.config();
+  TokenCost t;
+  for (const TensorSpec& s : expected_tensors(c)) {
+    if (s.role != TensorRole::Matrix || s.name == kPositionEmbedding) continue;
+    if (s.name == kTokenEmbedding && !c.tied_embeddings) continue;  // a lookup reads one row
+    const NamedTensor* nt = model.tensors().find(s.name);
+    if (!nt) continue;
+    t.weight_bytes += int64_t(nt->tensor.nbytes());
+    t.weight_params += nt->tensor.numel();
+  }
+  t.kv_bytes_per_position = c.kv_bytes_per_token(cache_bytes_per_element);
+  // MLA attends (absorbed) with kv_lora + rope dims for scores and kv_lora for values.
+  const int64_t qk = c.is_mla() ? c.kv_lora_rank + c.qk_rope_head_dim : c.head_dim;
+  const int64_t v = c.is_mla() ? c.kv_lora_rank : c.head_dim;
+  t.attn_flops_per_key = 2 * int64_t(c.n_layers) * c.n_heads * (qk + v);
+  return t;
+}
+
+int64_t peak_rss_bytes() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return int64_t(u.ru_maxrss) * 1024;
 }
 
 }  // namespace mtb

@@ -27,4 +27,20 @@ struct BenchResult {
 
 BenchResult run_bench(const Model& model, const BenchOptions& o);
 
+// What one token costs, counted from the model: the weight bytes a decode step reads (every
+// matrix once; the embedding table only when tied, as the LM head), the KV-cache bytes it
+// reads at a depth, and the useful FLOPs (2 per weight parameter used, plus attention).
+struct TokenCost {
+  int64_t weight_bytes = 0;        // per decoded token
+  int64_t weight_params = 0;       // matrix parameters used per token
+  int64_t kv_bytes_per_position = 0;  // cache bytes read per cached token per decode step
+  // FLOPs of attention for a query at position `pos` (keys 0..pos): 2 (qk + v) dims per head.
+  double attention_flops(int64_t pos) const { return double(attn_flops_per_key) * double(pos + 1); }
+  int64_t attn_flops_per_key = 0;
+};
+TokenCost token_cost(const Model& model, int cache_bytes_per_element);
+
+// Peak resident set size of this process so far, in bytes.
+int64_t peak_rss_bytes();
+
 }  // namespace mtb
