@@ -56,10 +56,12 @@ void add_bench(CLI::App& app) {
       const BenchResult r = run_bench(model, o->b);
       const TokenCost cost = token_cost(model, int(dtype_size(ct)));
       const double pp = BenchResult::median(r.pp_tokens_per_s), tg = BenchResult::median(r.tg_tokens_per_s);
-      // Prefill: useful FLOPs per token averaged over the prompt; decode: bytes per token at
-      // the mean depth of the generation test.
+      // Prefill: useful FLOPs per token averaged over the prompt (the LM head runs for the
+      // last token only, so it counts once); decode: bytes per token at the mean depth.
       const int64_t P = o->b.prompt_tokens;
-      const double pp_flops = 2.0 * double(cost.weight_params) + (P > 0 ? cost.attention_flops((P - 1) / 2) : 0);
+      const double pp_flops = P > 0 ? 2.0 * double(cost.weight_params - cost.lm_head_params) +
+                                          2.0 * double(cost.lm_head_params) / double(P) + cost.attention_flops((P - 1) / 2)
+                                    : 0;
       const double mean_depth = o->b.depth + (o->b.gen_tokens - 1) / 2.0;
       const double tg_bytes = double(cost.weight_bytes) + double(cost.kv_bytes_per_position) * (mean_depth + 1);
       const double pp_gflops = pp * pp_flops / 1e9, tg_gbs = tg * tg_bytes / 1e9;

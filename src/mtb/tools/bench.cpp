@@ -73,6 +73,7 @@ TokenCost token_cost(const Model& model, int cache_bytes_per_element) {
     if (!nt) continue;
     t.weight_bytes += int64_t(nt->tensor.nbytes());
     t.weight_params += nt->tensor.numel();
+    if (s.name == kLmHead || s.name == kTokenEmbedding) t.lm_head_params = nt->tensor.numel();
   }
   t.kv_bytes_per_position = c.kv_bytes_per_token(cache_bytes_per_element);
   // MLA attends (absorbed) with kv_lora + rope dims for scores and kv_lora for values.

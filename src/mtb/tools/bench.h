@@ -32,7 +32,8 @@ BenchResult run_bench(const Model& model, const BenchOptions& o);
 // reads at a depth, and the useful FLOPs (2 per weight parameter used, plus attention).
 struct TokenCost {
   int64_t weight_bytes = 0;        // per decoded token
-  int64_t weight_params = 0;       // matrix parameters used per token
+  int64_t weight_params = 0;       // matrix parameters used per token (decode)
+  int64_t lm_head_params = 0;      // of which the LM head's (a prompt needs it for its last token only)
   int64_t kv_bytes_per_position = 0;  // cache bytes read per cached token per decode step
   // FLOPs of attention for a query at position `pos` (keys 0..pos): 2 (qk + v) dims per head.
   double attention_flops(int64_t pos) const { return double(attn_flops_per_key) * double(pos + 1); }
