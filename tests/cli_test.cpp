@@ -21,8 +21,7 @@ struct Result {
 };
 
 Result mtb_cli(const std::string& args) {
-  const std::string dir = test::binary_dir() + "/test-scratch/cli";
-  fs::create_directories(dir);
+  const std::string dir = test::scratch_dir();
   const std::string cmd = test::binary_dir() + "/mtb " + args + " > " + dir + "/out.txt 2> " + dir + "/err.txt";
   const int rc = std::system(cmd.c_str());
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, read_text_file(dir + "/out.txt"), read_text_file(dir + "/err.txt")};
@@ -37,7 +36,7 @@ void expect_failure(const std::string& args, const std::string& needle, int code
 }
 
 std::string example_dir() {
-  const std::string dir = test::binary_dir() + "/test-scratch/cli-model";
+  const std::string dir = test::scratch_dir() + "/model";
   if (!fs::exists(dir + "/config.json")) {
     const Result r = mtb_cli("init --preset example-3m --seed 5 -o " + dir);
     EXPECT_EQ(r.code, 0) << r.err;
@@ -57,7 +56,7 @@ TEST(Cli, InfoPrintsTheChapterCount) {
 
 TEST(Cli, LogitsFileHoldsEveryPositionAsFloat32) {
   const std::string dir = example_dir();
-  const std::string out = test::binary_dir() + "/test-scratch/cli/logits.f32";
+  const std::string out = test::scratch_dir() + "/logits.f32";
   const Result r = mtb_cli("logits -m " + dir + " --ids 1,2,3,999 -o " + out);
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string bytes = read_text_file(out);
@@ -73,17 +72,18 @@ TEST(Cli, BadArgumentsAndInputsFailWithOneLine) {
   expect_failure("info --preset nope", "unknown preset 'nope'");
   expect_failure("info " + dir + "/missing", "no such file or directory");
   expect_failure("info --preset example-3m --config x.json", "exactly one");
-  expect_failure("init --preset example-3m --dtype f64 -o /tmp/x", "--dtype", 2);
+  expect_failure("init --preset example-3m --dtype f64 -o " + test::scratch_dir() + "/x", "--dtype", 2);
   expect_failure("init --preset example-3m", "--output", 2);
   expect_failure("logits -m " + dir + " --ids 1,x -o /tmp/l.f32", "'x' is not a token id");
   expect_failure("logits -m " + dir + " --ids 1,-2 -o /tmp/l.f32", "'-2' is not a token id");
   expect_failure("logits -m " + dir + " --ids 1,1000 -o /tmp/l.f32", "token id 1000 at position 1 is outside the vocabulary");
-  const std::string cfg = test::binary_dir() + "/test-scratch/cli/bad-config.json";
+  const std::string cfg = test::scratch_dir() + "/bad-config.json";
   std::ofstream(cfg) << R"({"model_type": "llama", "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2,
                            "num_attention_heads": 6, "num_key_value_heads": 4, "intermediate_size": 96})";
   expect_failure("info --config " + cfg, "n_heads (6) is not divisible by n_kv_heads (4)");
-  expect_failure("init --config " + cfg + " -o /tmp/never", "bad-config.json");
-  EXPECT_FALSE(fs::exists("/tmp/never"));
+  const std::string never = test::scratch_dir() + "/never";
+  expect_failure("init --config " + cfg + " -o " + never, "bad-config.json");
+  EXPECT_FALSE(fs::exists(never));
 }
 
 TEST(Cli, GenerateStreamsIdsAndRefusesBadRequests) {

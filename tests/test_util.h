@@ -2,6 +2,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "mtb/core/error.h"
@@ -24,6 +25,18 @@ namespace mtb::test {
 inline std::string source_dir() { return MTB_SOURCE_DIR; }
 inline std::string binary_dir() { return MTB_BINARY_DIR; }
 inline std::string shared_models() { return source_dir() + "/../shared/models"; }
+// A directory of this test's own under the build tree (ctest runs tests in parallel
+// processes: none may share a scratch file). Created empty on first use in a test.
+inline std::string scratch_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string(info->test_suite_name()) + "." + info->name();
+  for (char& c : name)
+    if (c == '/') c = '_';
+  const std::string dir = binary_dir() + "/test-scratch/" + name;
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
 // Where the PyTorch reference writes its fixtures (ctest's fixture step).
 inline std::string fixtures_dir() { return binary_dir() + "/fixtures"; }
 
