@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "mtb/core/error.h"
+#include "mtb/io/gguf.h"
 #include "mtb/io/llama2c.h"
 
 namespace mtb {
@@ -22,7 +23,7 @@ LoadedModel load_model_file(const std::string& path) {
     if (std::fread(magic, 1, 4, f) != 4) std::memset(magic, 0, 4);
     std::fclose(f);
   }
-  if (std::memcmp(magic, "GGUF", 4) == 0) throw Error(path + ": GGUF files are not supported yet");
+  if (std::memcmp(magic, "GGUF", 4) == 0 || p.extension() == ".gguf") return load_gguf(path);
   if (p.extension() == ".bin") return load_llama2c(path);
   throw Error(path + ": unknown model format (expected a Hugging Face directory or a llama2.c .bin file)");
 }
