@@ -15,6 +15,8 @@ void add_logits(CLI::App& app);
 void add_generate(CLI::App& app);
 void add_kv(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_convert(CLI::App& app);
+void add_quantize(CLI::App& app);
 void add_demo(CLI::App& app);
 
 // Shared helpers.

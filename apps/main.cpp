@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   mtb::app::add_generate(app);
   mtb::app::add_kv(app);
   mtb::app::add_bench(app);
+  mtb::app::add_convert(app);
+  mtb::app::add_quantize(app);
   std::string known;
   bool is_command = false;
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
