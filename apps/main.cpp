@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   mtb::app::add_info(app);
   mtb::app::add_init(app);
   mtb::app::add_logits(app);
+  mtb::app::add_tokenize(app);
   mtb::app::add_generate(app);
   mtb::app::add_kv(app);
   mtb::app::add_bench(app);

@@ -7,7 +7,11 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev                # JSON, command line
   libgtest-dev libgmock-dev libbenchmark-dev     # tests, kernel benchmarks
   python3 python3-numpy python3-torch            # the PyTorch reference oracle (/usr/bin/python3)
+  libpcre2-dev libutf8proc-dev                   # tokenizers: split regexes, Unicode normalization
 )
+# Node.js and npm run Hugging Face's tokenizers (npm) as the tokenizer tests' reference;
+# Debian's, unless a node with npm is already installed.
+command -v npm > /dev/null 2>&1 || PACKAGES+=(nodejs npm)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

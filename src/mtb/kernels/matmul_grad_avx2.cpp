@@ -1,9 +1,10 @@
 // AVX2+FMA GEMM for training: C (+)= A·B over strided views. Compiled with -mavx2 -mfma;
-// only called when the CPU has them (see cpu.h). Blocked in the usual way: for each tile of
-// C (MC x NC), each KC-slice of the inner dimension is packed once (A in panels of MR rows,
-// B in panels of NR columns, zero-padded), then a 6x16 register tile runs over the panels.
-// Tiles are split over the pool's threads; each C element belongs to one tile, so results
-// do not depend on the thread count.
+// only called when the CPU has them (see cpu.h). Blocked in the usual way: each KC-slice of
+// the inner dimension is packed (A in panels of MR rows, B in panels of NR columns,
+// zero-padded; operands contiguous in k are transposed 8 x 8 in registers), then a 6x16
+// register tile runs over the panels. Tasks (a column tile x a group of row blocks) are split
+// over the pool's threads; each C element belongs to one task and is summed in a fixed order,
+// so results do not depend on the thread count.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "mtb/core/parallel.h"
 #include "mtb/kernels/matmul_grad.h"
+#include "mtb/kernels/tasks.h"
 
 namespace mtb::kernels {
 namespace {
@@ -18,26 +20,47 @@ namespace {
 constexpr int MR = 6, NR = 16;
 constexpr int KC = 256, MC = 96, NC = 256;  // MC % MR == 0, NC % NR == 0
 
+// In-register 8x8 transpose: on return r[k] holds element k of each input row.
+inline void transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m256 s7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20), r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20), r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31), r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31), r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
 // Rows [i0, i0+m) x inner [k0, k0+kc) of A as panels of MR rows: dst[panel][k][r].
+// dst needs 8 floats of slack past the last panel (full panels store 8 wide).
 void pack_a(const MatView& A, int i0, int m, int k0, int kc, float* dst) {
   for (int p = 0; p < m; p += MR) {
     const int rows = std::min(MR, m - p);
     const float* base = A.p + int64_t(i0 + p) * A.rs + int64_t(k0) * A.cs;
-    if (A.cs == 1) {
-      for (int r = 0; r < MR; ++r) {
-        if (r < rows) {
-          const float* src = base + int64_t(r) * A.rs;
-          for (int k = 0; k < kc; ++k) dst[k * MR + r] = src[k];
-        } else {
-          for (int k = 0; k < kc; ++k) dst[k * MR + r] = 0.0f;
-        }
+    int k = 0;
+    if (A.cs == 1 && rows == MR) {
+      // Rows contiguous in k: transpose 8 k at a time; each k's 6 values are stored 8 wide,
+      // the 2 extra lanes overwritten by the next k (or the next panel, packed later).
+      for (; k + 8 <= kc; k += 8) {
+        __m256 r[8];
+        for (int i = 0; i < MR; ++i) r[i] = _mm256_loadu_ps(base + int64_t(i) * A.rs + k);
+        r[6] = r[7] = _mm256_setzero_ps();
+        transpose8(r);
+        for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (k + j) * MR, r[j]);
       }
-    } else {
-      for (int k = 0; k < kc; ++k) {
-        const float* col = base + int64_t(k) * A.cs;
-        for (int r = 0; r < rows; ++r) dst[k * MR + r] = col[int64_t(r) * A.rs];
-        for (int r = rows; r < MR; ++r) dst[k * MR + r] = 0.0f;
-      }
+    }
+    for (; k < kc; ++k) {
+      for (int r = 0; r < rows; ++r) dst[k * MR + r] = base[int64_t(r) * A.rs + int64_t(k) * A.cs];
+      for (int r = rows; r < MR; ++r) dst[k * MR + r] = 0.0f;
     }
     dst += MR * kc;
   }
@@ -52,17 +75,28 @@ void pack_b(const MatView& B, int k0, int kc, int j0, int n, float* dst) {
       for (int k = 0; k < kc; ++k) {
         const float* src = base + int64_t(k) * B.rs;
         float* d = dst + k * NR;
+        if (cols == NR) {
+          _mm256_storeu_ps(d, _mm256_loadu_ps(src));
+          _mm256_storeu_ps(d + 8, _mm256_loadu_ps(src + 8));
+          continue;
+        }
         for (int c = 0; c < cols; ++c) d[c] = src[c];
         for (int c = cols; c < NR; ++c) d[c] = 0.0f;
       }
     } else {
-      for (int c = 0; c < NR; ++c) {
-        if (c < cols) {
-          const float* src = base + int64_t(c) * B.cs;
-          for (int k = 0; k < kc; ++k) dst[k * NR + c] = src[int64_t(k) * B.rs];
-        } else {
-          for (int k = 0; k < kc; ++k) dst[k * NR + c] = 0.0f;
+      for (int c0 = 0; c0 < NR; c0 += 8) {
+        int k = 0;
+        if (B.rs == 1 && c0 + 8 <= cols) {  // columns contiguous in k (B = W^T): transpose 8 x 8
+          for (; k + 8 <= kc; k += 8) {
+            __m256 r[8];
+            for (int c = 0; c < 8; ++c) r[c] = _mm256_loadu_ps(base + int64_t(c0 + c) * B.cs + k);
+            transpose8(r);
+            for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (k + j) * NR + c0, r[j]);
+          }
         }
+        for (; k < kc; ++k)
+          for (int c = c0; c < c0 + 8; ++c)
+            dst[k * NR + c] = c < cols ? base[int64_t(c) * B.cs + int64_t(k) * B.rs] : 0.0f;
       }
     }
     dst += NR * kc;
@@ -116,33 +150,65 @@ struct Buffers {
 
 }  // namespace
 
-void gemm_avx2(int M, int N, int K, MatView A, MatView B, float* C, int64_t ldc, bool accumulate) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    if (!accumulate)
-      for (int i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
+void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
+  // Tasks: a column tile of a job's C (NC wide) x a group of its row blocks (MC high). Each
+  // KC-slice of B is packed once per task and reused by every row block of the group; groups
+  // give about 4 tasks per thread per job. Tasks of all jobs go out dynamically (tasks.h).
+  struct Tiling {
+    int tiles_n = 0, groups_m = 0, group_rows = 0;
+    int64_t first = 0;  // index of the job's first task
+  };
+  constexpr int kMaxJobs = 16;
+  if (n_jobs > kMaxJobs) {  // more jobs than the tiling table holds: run them in slices
+    gemm_jobs_avx2(jobs, kMaxJobs);
+    gemm_jobs_avx2(jobs + kMaxJobs, n_jobs - kMaxJobs);
     return;
   }
-  const int tiles_m = (M + MC - 1) / MC, tiles_n = (N + NC - 1) / NC;
-  const double flops = 2.0 * M * N * double(K);
-  parallel_for(int64_t(tiles_m) * tiles_n, [&](int64_t t0, int64_t t1, int) {
+  Tiling tiling[kMaxJobs];
+  int64_t tasks = 0;
+  double flops = 0;
+  for (int q = 0; q < n_jobs; ++q) {
+    const GemmJob& job = jobs[q];
+    Tiling& t = tiling[q];
+    t.first = tasks;
+    if (job.M <= 0 || job.N <= 0) continue;
+    const int blocks_m = (job.M + MC - 1) / MC;
+    t.tiles_n = (job.N + NC - 1) / NC;
+    t.groups_m = std::clamp((4 * num_threads() + t.tiles_n - 1) / t.tiles_n, 1, blocks_m);
+    t.group_rows = (blocks_m + t.groups_m - 1) / t.groups_m * MC;
+    tasks += int64_t(t.tiles_n) * t.groups_m;
+    for (int k = 0; k < job.n_terms; ++k) flops += 2.0 * job.M * job.N * double(job.terms[k].K);
+  }
+  run_tasks(tasks, [&](int64_t task, int) {
     thread_local Buffers buf;
-    if (buf.a.size() < size_t(MC) * KC) buf.a.resize(size_t(MC) * KC);
+    if (buf.a.size() < size_t(MC) * KC + 8) buf.a.resize(size_t(MC) * KC + 8);
     if (buf.b.size() < size_t(NC) * KC) buf.b.resize(size_t(NC) * KC);
-    for (int64_t t = t0; t < t1; ++t) {
-      const int i0 = int(t / tiles_n) * MC, j0 = int(t % tiles_n) * NC;
-      const int m = std::min(MC, M - i0), n = std::min(NC, N - j0);
-      for (int k0 = 0; k0 < K; k0 += KC) {
-        const int kc = std::min(KC, K - k0);
-        pack_b(B, k0, kc, j0, n, buf.b.data());
-        pack_a(A, i0, m, k0, kc, buf.a.data());
-        const bool add = accumulate || k0 > 0;
-        for (int jr = 0; jr < n; jr += NR)
-          for (int ir = 0; ir < m; ir += MR)
-            micro(kc, buf.a.data() + size_t(ir) * kc, buf.b.data() + size_t(jr) * kc,
-                  C + (i0 + ir) * ldc + j0 + jr, ldc, std::min(MR, m - ir), std::min(NR, n - jr), add);
+    int q = 0;
+    while (q + 1 < n_jobs && tiling[q + 1].first <= task) ++q;
+    const GemmJob& job = jobs[q];
+    const Tiling& tl = tiling[q];
+    const int64_t t = task - tl.first;
+    const int j0 = int(t / tl.groups_m) * NC, n = std::min(NC, job.N - j0);
+    const int g0 = int(t % tl.groups_m) * tl.group_rows, g1 = std::min(job.M, g0 + tl.group_rows);
+    bool add = job.accumulate;
+    for (int k = 0; k < job.n_terms; ++k) {
+      const GemmTerm& term = job.terms[k];
+      for (int k0 = 0; k0 < term.K; k0 += KC) {
+        const int kc = std::min(KC, term.K - k0);
+        pack_b(term.B, k0, kc, j0, n, buf.b.data());
+        for (int i0 = g0; i0 < g1; i0 += MC) {
+          const int m = std::min(MC, g1 - i0);
+          pack_a(term.A, i0, m, k0, kc, buf.a.data());
+          for (int jr = 0; jr < n; jr += NR)
+            for (int ir = 0; ir < m; ir += MR)
+              micro(kc, buf.a.data() + size_t(ir) * kc, buf.b.data() + size_t(jr) * kc,
+                    job.C + (i0 + ir) * job.ldc + j0 + jr, job.ldc, std::min(MR, m - ir), std::min(NR, n - jr), add);
+        }
+        add = true;
       }
     }
+    if (!add)  // no inner dimension at all: C = 0
+      for (int i = g0; i < g1; ++i) std::fill(job.C + i * job.ldc + j0, job.C + i * job.ldc + j0 + n, 0.0f);
   }, flops < 1e5);
 }
 

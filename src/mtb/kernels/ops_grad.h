@@ -1,6 +1,8 @@
 // Backward of the element-wise and row-wise operations (ops.h), the fused softmax
-// cross-entropy, and the few out-of-place forwards training needs. Plain loops, one thread:
-// they are cheap next to the matrix products and attention.
+// cross-entropy, and the few out-of-place forwards training needs. Plain loops (no
+// intrinsics); the activations and the cross-entropy are split over the pool's threads in
+// fixed chunks of elements or rows (results do not depend on the thread count), the norms,
+// RoPE and the small reductions run on the calling thread.
 #pragma once
 #include <cstdint>
 
