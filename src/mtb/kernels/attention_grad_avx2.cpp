@@ -76,6 +76,19 @@ inline float exp_shift(float* p, int n, float sub) {
   return sum;
 }
 
+// max of p[0..n), n >= 1.
+inline float max_of(const float* p, int n) {
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  int j = 0;
+  for (; j + 8 <= n; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(p + j));
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  float r = _mm_cvtss_f32(h);
+  for (; j < n; ++j) r = std::max(r, p[j]);
+  return r;
+}
+
 struct Scratch {
   std::vector<float> p, ds, acc;
 };
@@ -225,17 +238,37 @@ inline void mix(const float* w, int64_t w_stride, const float* y, int64_t y_stri
   }
 }
 
-// y_j[c] += sum_{r < rows} w[r][j] * x_r[c] for j < nk, c < dim (a multiple of 8).
+// y_j[c] += sum_{r < rows} w[r][j] * x_r[c] for j < nk, c < dim (a multiple of 8). The rows
+// of x are held in registers 16 columns at a time while j runs.
 inline void scatter(const float* w, int64_t w_stride, const float* const x[R], int rows, int nk, int dim, float* y,
                     int64_t y_stride) {
-  for (int j = 0; j < nk; ++j) {
-    __m256 wb[R];
-    for (int r = 0; r < rows; ++r) wb[r] = _mm256_broadcast_ss(w + r * w_stride + j);
-    float* yj = y + j * y_stride;
-    for (int c = 0; c < dim; c += 8) {
-      __m256 acc = _mm256_loadu_ps(yj + c);
-      for (int r = 0; r < rows; ++r) acc = _mm256_fmadd_ps(wb[r], _mm256_loadu_ps(x[r] + c), acc);
-      _mm256_storeu_ps(yj + c, acc);
+  int c = 0;
+  for (; c + 16 <= dim; c += 16) {
+    __m256 x0[R], x1[R];
+    for (int r = 0; r < R; ++r) {
+      x0[r] = r < rows ? _mm256_loadu_ps(x[r] + c) : _mm256_setzero_ps();
+      x1[r] = r < rows ? _mm256_loadu_ps(x[r] + c + 8) : _mm256_setzero_ps();
+    }
+    for (int j = 0; j < nk; ++j) {
+      float* yj = y + j * y_stride + c;
+      __m256 a0 = _mm256_loadu_ps(yj), a1 = _mm256_loadu_ps(yj + 8);
+      for (int r = 0; r < R; ++r) {
+        const __m256 wb = _mm256_broadcast_ss(w + r * w_stride + j);
+        a0 = _mm256_fmadd_ps(wb, x0[r], a0);
+        a1 = _mm256_fmadd_ps(wb, x1[r], a1);
+      }
+      _mm256_storeu_ps(yj, a0);
+      _mm256_storeu_ps(yj + 8, a1);
+    }
+  }
+  for (; c < dim; c += 8) {
+    __m256 x0[R];
+    for (int r = 0; r < R; ++r) x0[r] = r < rows ? _mm256_loadu_ps(x[r] + c) : _mm256_setzero_ps();
+    for (int j = 0; j < nk; ++j) {
+      float* yj = y + j * y_stride + c;
+      __m256 a0 = _mm256_loadu_ps(yj);
+      for (int r = 0; r < R; ++r) a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + r * w_stride + j), x0[r], a0);
+      _mm256_storeu_ps(yj, a0);
     }
   }
 }
@@ -279,8 +312,7 @@ void forward_blocked(const AttentionTrainArgs& a) {
           continue;
         }
         const int n = i0 + r + 1;  // keys this row sees
-        float mx = -INFINITY;
-        for (int j = 0; j < n; ++j) mx = std::max(mx, p[j]);
+        const float mx = max_of(p, n);
         const float sum = exp_shift(p, n, mx), inv = 1.0f / sum;
         for (int j = 0; j < n; ++j) p[j] *= inv;
         std::fill(p + n, p + nk, 0.0f);

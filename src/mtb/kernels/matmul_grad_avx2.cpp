@@ -2,12 +2,15 @@
 // only called when the CPU has them (see cpu.h). Blocked in the usual way: each KC-slice of
 // the inner dimension is packed (A in panels of MR rows, B in panels of NR columns,
 // zero-padded; operands contiguous in k are transposed 8 x 8 in registers), then a 6x16
-// register tile runs over the panels. Tasks (a column tile x a group of row blocks) are split
-// over the pool's threads; each C element belongs to one task and is summed in a fixed order,
-// so results do not depend on the thread count.
+// register tile runs over the panels; on CPUs with AVX-512F full 6 x 32 tiles run in 512-bit
+// registers (one function compiled for it, same arithmetic per element). Tasks (a column tile
+// x a group of row blocks) go to the pool's threads; each C element belongs to one task and is
+// summed in a fixed order, so results do not depend on the thread count.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <vector>
 
 #include "mtb/core/parallel.h"
@@ -144,6 +147,36 @@ inline void micro(int kc, const float* a, const float* b, float* c, int64_t ldc,
   }
 }
 
+// The same product for a 6 x 32 tile (two adjacent B panels) in 512-bit registers, on CPUs
+// with AVX-512F. Each lane performs the same fused multiply-adds in the same order as
+// micro(), so the results are bit-identical to the 256-bit path.
+__attribute__((target("avx512f"))) void micro512(int kc, const float* a, const float* b0, const float* b1, float* c,
+                                                 int64_t ldc, bool add) {
+  __m512 acc[MR][2];
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int k = 0; k < kc; ++k) {
+    const __m512 v0 = _mm512_loadu_ps(b0 + k * NR), v1 = _mm512_loadu_ps(b1 + k * NR);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[k * MR + r]);
+      acc[r][0] = _mm512_fmadd_ps(av, v0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(av, v1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    float* cr = c + r * ldc;
+    __m512 x0 = acc[r][0], x1 = acc[r][1];
+    if (add) x0 = _mm512_add_ps(_mm512_loadu_ps(cr), x0), x1 = _mm512_add_ps(_mm512_loadu_ps(cr + 16), x1);
+    _mm512_storeu_ps(cr, x0);
+    _mm512_storeu_ps(cr + 16, x1);
+  }
+}
+
+bool avx512_supported() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && !std::getenv("MTB_NO_AVX512");
+  return ok;
+}
+std::atomic<bool> g_avx512{true};
+
 struct Buffers {
   std::vector<float> a, b;
 };
@@ -179,6 +212,7 @@ void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
     tasks += int64_t(t.tiles_n) * t.groups_m;
     for (int k = 0; k < job.n_terms; ++k) flops += 2.0 * job.M * job.N * double(job.terms[k].K);
   }
+  const bool wide = gemm_avx512();
   run_tasks(tasks, [&](int64_t task, int) {
     thread_local Buffers buf;
     if (buf.a.size() < size_t(MC) * KC + 8) buf.a.resize(size_t(MC) * KC + 8);
@@ -199,7 +233,21 @@ void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
         for (int i0 = g0; i0 < g1; i0 += MC) {
           const int m = std::min(MC, g1 - i0);
           pack_a(term.A, i0, m, k0, kc, buf.a.data());
-          for (int jr = 0; jr < n; jr += NR)
+          int jr = 0;
+          if (wide)  // pairs of full B panels, full A panels in 512-bit registers
+            for (; jr + 2 * NR <= n; jr += 2 * NR)
+              for (int ir = 0; ir < m; ir += MR) {
+                const float* ap = buf.a.data() + size_t(ir) * kc;
+                float* cp = job.C + (i0 + ir) * job.ldc + j0 + jr;
+                const float* bp = buf.b.data() + size_t(jr) * kc;
+                if (m - ir >= MR) {
+                  micro512(kc, ap, bp, bp + size_t(NR) * kc, cp, job.ldc, add);
+                } else {
+                  micro(kc, ap, bp, cp, job.ldc, m - ir, NR, add);
+                  micro(kc, ap, bp + size_t(NR) * kc, cp + NR, job.ldc, m - ir, NR, add);
+                }
+              }
+          for (; jr < n; jr += NR)
             for (int ir = 0; ir < m; ir += MR)
               micro(kc, buf.a.data() + size_t(ir) * kc, buf.b.data() + size_t(jr) * kc,
                     job.C + (i0 + ir) * job.ldc + j0 + jr, job.ldc, std::min(MR, m - ir), std::min(NR, n - jr), add);
@@ -211,5 +259,8 @@ void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
       for (int i = g0; i < g1; ++i) std::fill(job.C + i * job.ldc + j0, job.C + i * job.ldc + j0 + n, 0.0f);
   }, flops < 1e5);
 }
+
+bool gemm_avx512() { return avx512_supported() && g_avx512.load(std::memory_order_relaxed); }
+void gemm_allow_avx512(bool on) { g_avx512.store(on, std::memory_order_relaxed); }
 
 }  // namespace mtb::kernels

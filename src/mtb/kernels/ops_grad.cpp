@@ -1,39 +1,13 @@
-// No trapping-math: lets GCC if-convert exp_poly's clamps and vectorize the loops that call it.
-#pragma GCC optimize("no-trapping-math")
 #include "mtb/kernels/ops_grad.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "mtb/kernels/tasks.h"
 
 namespace mtb::kernels {
 namespace {
-
-// e^x in float without a library call, so that loops over it vectorize: Cephes' expf
-// (range reduction by ln 2 in two parts, degree-6 polynomial, exponent by bit shift);
-// x is clamped to [-87, 88]. Within 2 ulp of std::exp over that range.
-inline float exp_poly(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  x = x > 88.0f ? 88.0f : x;
-  const float t = x * 1.44269504088896341f + 12582912.0f;  // round to nearest by the 1.5 * 2^23 trick
-  const float n = t - 12582912.0f;
-  float r = x - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * r * r + r + 1.0f;
-  const int32_t bits = (int32_t(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, 4);
-  return y * scale;
-}
 
 // Element-wise loops go to the pool in chunks of this many elements (fixed, so that
 // results do not depend on the thread count); small ones run inline.
@@ -120,8 +94,8 @@ void rope_backward(float* dx, int n_tokens, int64_t token_stride, int n_heads, i
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
   chunks(n, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      const float g = gate[i];
-      out[i] = g / (1.0f + exp_poly(-g)) * up[i];
+      const float g = gate[i], sig = 1.0f / (1.0f + std::exp(-g));
+      out[i] = g * sig * up[i];
     }
   });
 }
@@ -129,7 +103,7 @@ void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
 void swiglu_backward(float* dgate, float* dup, const float* gate, const float* up, const float* dout, int64_t n) {
   chunks(n, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      const float g = gate[i], s = 1.0f / (1.0f + exp_poly(-g)), d = dout[i];
+      const float g = gate[i], s = 1.0f / (1.0f + std::exp(-g)), d = dout[i];
       dup[i] = d * g * s;
       dgate[i] = d * up[i] * s * (1.0f + g * (1.0f - s));
     }
@@ -177,7 +151,7 @@ double cross_entropy(float* logits, const int32_t* targets, int rows, int vocab,
       float mx = z[0];
       for (int i = 1; i < vocab; ++i) mx = std::max(mx, z[i]);
       const float zt = z[targets[r]];
-      for (int i = 0; i < vocab; ++i) z[i] = exp_poly(z[i] - mx);
+      for (int i = 0; i < vocab; ++i) z[i] = std::exp(z[i] - mx);
       float sum = 0.0f;
       for (int i = 0; i < vocab; ++i) sum += z[i];
       total += double(mx) + std::log(double(sum)) - double(zt);
