@@ -24,6 +24,7 @@ float element(DType t, const void* p, int64_t i) {
     case DType::F32: return static_cast<const float*>(p)[i];
     case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
     case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::Q8_0: break;  // never a KV cache type
   }
   return 0.0f;
 }
@@ -32,7 +33,9 @@ float element(DType t, const void* p, int64_t i) {
 
 void attention_ref(const AttentionArgs& a) {
   const int group = a.n_heads / a.n_kv_heads;
-  std::vector<float> p(size_t(a.q_pos0 + a.n_queries));
+  std::vector<float> own;  // only when the caller gave no scratch
+  if (!a.scratch) own.resize(size_t(a.q_pos0 + a.n_queries));
+  float* p = a.scratch ? a.scratch : own.data();
   for (int i = 0; i < a.n_queries; ++i) {
     const int n_keys = a.q_pos0 + i + 1;
     for (int h = 0; h < a.n_heads; ++h) {

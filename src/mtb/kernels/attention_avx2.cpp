@@ -7,27 +7,14 @@
 #include <vector>
 
 #include "mtb/core/parallel.h"
+#include "mtb/kernels/load_avx2.h"
 #include "mtb/kernels/attention.h"
 
 namespace mtb::kernels {
 namespace {
 
-template <DType T> inline __m256 load8(const void* p, int64_t i);
-template <> inline __m256 load8<DType::F32>(const void* p, int64_t i) {
-  return _mm256_loadu_ps(static_cast<const float*>(p) + i);
-}
-template <> inline __m256 load8<DType::BF16>(const void* p, int64_t i) {
-  __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-template <> inline __m256 load8<DType::F16>(const void* p, int64_t i) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i)));
-}
-
-template <DType T> inline float load1(const void* p, int64_t i);
-template <> inline float load1<DType::F32>(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
-template <> inline float load1<DType::BF16>(const void* p, int64_t i) { return bf16_to_f32(static_cast<const uint16_t*>(p)[i]); }
-template <> inline float load1<DType::F16>(const void* p, int64_t i) { return f16_to_f32(static_cast<const uint16_t*>(p)[i]); }
+using avx2::load1;
+using avx2::load8;
 
 // q[0..n) · k[k0 .. k0+n)
 template <DType T>
@@ -119,6 +106,7 @@ void attention_avx2(const AttentionArgs& a) {
     case DType::F32: run<DType::F32>(a, scratch, int64_t(max_keys) * group); return;
     case DType::BF16: run<DType::BF16>(a, scratch, int64_t(max_keys) * group); return;
     case DType::F16: run<DType::F16>(a, scratch, int64_t(max_keys) * group); return;
+    case DType::Q8_0: break;  // never a KV cache type
   }
 }
 

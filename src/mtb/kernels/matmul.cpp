@@ -14,7 +14,8 @@ void matmul(float* y, const float* x, const void* w, DType wtype, const float* b
 
 void matmul_ref(float* y, const float* x, const void* w, DType wtype, const float* bias,
                 int M, int N, int K) {
-  std::vector<float> row(size_t(K) > 0 ? size_t(K) : 1);
+  thread_local std::vector<float> row;  // grows once, so decoding allocates nothing
+  if (row.size() < size_t(K)) row.resize(size_t(K));
   const size_t row_bytes = dtype_bytes(wtype, K);
   for (int n = 0; n < N; ++n) {
     to_f32(wtype, static_cast<const uint8_t*>(w) + size_t(n) * row_bytes, row.data(), size_t(K));
