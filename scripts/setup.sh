@@ -8,6 +8,10 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev     # tests, kernel benchmarks
   python3 python3-numpy python3-torch            # the PyTorch reference oracle (/usr/bin/python3)
   libpcre2-dev libutf8proc-dev                   # tokenizers: split regexes, Unicode normalization
+  python3-jinja2                                 # chat templates: the reference renderer
+  libcairo2-dev                                  # mtb plot: SVG and PNG charts
+  libopenblas0-openmp                            # PyTorch's BLAS for the speed comparisons in bench/
+  fortunes                                       # the default training corpus
 )
 # Node.js and npm run Hugging Face's tokenizers (npm) as the tokenizer tests' reference;
 # Debian's, unless a node with npm is already installed.
