@@ -57,6 +57,13 @@ const float* Session::decode(int32_t id) {
   return logits;
 }
 
+void Session::rewind(int n) {
+  if (n < 0 || n > position())
+    throw Error("cannot rewind to " + std::to_string(n) + " tokens: the session holds " + std::to_string(position()));
+  cache_.truncate(n);
+  tokens_.resize(size_t(n));
+}
+
 void Session::reset() {
   cache_.clear();
   tokens_.clear();

@@ -29,6 +29,9 @@ class Session {
   const float* decode(int32_t id);
 
   void reset();  // forget everything (the cache keeps its memory)
+  // Keep only the first n tokens (n <= position()): what follows is forgotten, so a
+  // conversation whose re-rendered text diverges from the cache re-prefills only the rest.
+  void rewind(int n);
   int position() const { return cache_.size(); }
   int context() const { return cache_.capacity(); }
   const KVCache& cache() const { return cache_; }
