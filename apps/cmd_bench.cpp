@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -41,6 +42,18 @@ void add_bench(CLI::App& app) {
     if (o->threads > 0) set_num_threads(o->threads);
     if (o->model.empty() && !o->machine) throw Error("bench: give -m MODEL, --machine, or both");
     nlohmann::json j = {{"threads", num_threads()}};
+    // The model runs first, so that peak RSS is the model's, not the bandwidth probe's buffer.
+    std::unique_ptr<Model> model;
+    BenchResult r;
+    int64_t rss = 0;
+    if (!o->model.empty()) {
+      const DType ct = o->cache_type == "bf16" ? DType::BF16 : o->cache_type == "f16" ? DType::F16 : DType::F32;
+      o->b.cache_type = ct;
+      o->b.mla = o->mla == "plain" ? MlaForm::Plain : o->mla == "absorbed" ? MlaForm::Absorbed : MlaForm::Auto;
+      model = std::make_unique<Model>(open_model(o->model));
+      r = run_bench(*model, o->b);
+      rss = peak_rss_bytes();
+    }
     double read_gbs = 0, fma = 0;
     if (o->machine) {
       read_gbs = kernels::measure_read_gb_per_s();
@@ -49,12 +62,8 @@ void add_bench(CLI::App& app) {
       if (!o->json) std::printf("machine: %d threads, read %.1f GB/s, FMA peak %.1f GFLOP/s\n", num_threads(), read_gbs, fma);
     }
     if (!o->model.empty()) {
-      const DType ct = o->cache_type == "bf16" ? DType::BF16 : o->cache_type == "f16" ? DType::F16 : DType::F32;
-      o->b.cache_type = ct;
-      o->b.mla = o->mla == "plain" ? MlaForm::Plain : o->mla == "absorbed" ? MlaForm::Absorbed : MlaForm::Auto;
-      Model model = open_model(o->model);
-      const BenchResult r = run_bench(model, o->b);
-      const TokenCost cost = token_cost(model, int(dtype_size(ct)));
+      const DType ct = o->b.cache_type;
+      const TokenCost cost = token_cost(*model, int(dtype_size(ct)));
       const double pp = BenchResult::median(r.pp_tokens_per_s), tg = BenchResult::median(r.tg_tokens_per_s);
       // Prefill: useful FLOPs per token averaged over the prompt (the LM head runs for the
       // last token only, so it counts once); decode: bytes per token at the mean depth.
@@ -72,7 +81,7 @@ void add_bench(CLI::App& app) {
                 {"reps", o->b.reps}, {"pp_tokens_per_s", pp}, {"tg_tokens_per_s", tg}, {"pp_runs", r.pp_tokens_per_s},
                 {"tg_runs", r.tg_tokens_per_s}, {"pp_gflops", pp_gflops}, {"tg_gb_per_s", tg_gbs},
                 {"weight_bytes", cost.weight_bytes}, {"tg_bytes_per_token", tg_bytes}, {"pp_flops_per_token", pp_flops},
-                {"kv_cache_bytes", r.kv_cache_bytes}, {"peak_rss_bytes", peak_rss_bytes()}, {"mla", o->mla},
+                {"kv_cache_bytes", r.kv_cache_bytes}, {"peak_rss_bytes", rss}, {"mla", o->mla},
                 {"cache_type", o->cache_type}});
       if (o->machine) {
         j["pp_fraction_of_fma_peak"] = pp_gflops / fma;
@@ -95,7 +104,7 @@ void add_bench(CLI::App& app) {
           if (o->machine) std::printf("  %5.1f%% of bandwidth (roofline %.1f tok/s)", 100 * tg_gbs / read_gbs, read_gbs * 1e9 / tg_bytes);
           std::printf("\n");
         }
-        std::printf("peak RSS %s (medians of %d runs)\n", human_bytes(double(peak_rss_bytes())).c_str(), o->b.reps);
+        std::printf("peak RSS %s (medians of %d runs)\n", human_bytes(double(rss)).c_str(), o->b.reps);
       }
     }
     if (o->json) std::cout << j.dump(2) << "\n";

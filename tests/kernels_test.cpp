@@ -148,6 +148,55 @@ TEST(Attention, FastEqualsScalar) {
   }
 }
 
+TEST(Attention, FastEqualsScalarWhenKeysAreSplitOrHeadsMany) {
+  // Decoding an MLA-like single kv head over a long cache (keys split between tasks and the
+  // partial softmaxes merged), GQA over a long cache, more than 64 heads per kv head, and a
+  // BF16 / F16 cache.
+  if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
+  struct Case { int T, pos0, H, KV, qk, dv; DType kv; };
+  for (Case c : {Case{1, 1500, 16, 1, 72, 64, DType::F32}, Case{2, 700, 4, 2, 40, 24, DType::F32},
+                 Case{3, 10, 80, 1, 16, 8, DType::F32}, Case{1, 900, 8, 1, 36, 32, DType::BF16},
+                 Case{17, 300, 6, 2, 24, 16, DType::F16}}) {
+    const int keys = c.pos0 + c.T;
+    const auto q = randn(size_t(c.T) * c.H * c.qk, 7), k = randn(size_t(keys) * c.KV * c.qk, 8),
+               v = randn(size_t(keys) * c.KV * c.dv, 9);
+    const auto kh = to_half(k, c.kv), vh = to_half(v, c.kv);
+    std::vector<float> fast(size_t(c.T) * c.H * c.dv), ref(fast.size());
+    for (std::vector<float>* out : {&fast, &ref}) {
+      kernels::AttentionArgs a = make_args(c.T, c.pos0, c.H, c.KV, c.qk, c.dv, q, k, v, *out);
+      if (c.kv != DType::F32) a.kv_type = c.kv, a.k = kh.data(), a.v = vh.data();
+      if (out == &fast) kernels::attention_avx2(a);
+      else kernels::attention_ref(a);
+    }
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(fast[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i]))) << "H=" << c.H << " pos0=" << c.pos0 << " at " << i;
+  }
+}
+
+TEST(Matmul, JobsEqualScalarTwinWithStridesAndBothPaths) {
+  // A batch of strided products (MLA's per-head products): decode-sized (M = 1, 3) and
+  // prefill-sized (M = 20: the packed GEMM) in every weight type.
+  if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
+  const int H = 5, K = 64, N = 40;
+  for (int M : {1, 3, 20})
+    for (DType t : {DType::F32, DType::BF16, DType::F16, DType::Q8_0}) {
+      const auto x = randn(size_t(M) * H * K, 21), w = randn(size_t(H) * N * K, 22), bias = randn(size_t(N), 23);
+      const auto wt = encode(w, t);
+      const size_t wbytes = dtype_bytes(t, int64_t(N) * K);
+      std::vector<float> fast(size_t(M) * H * N, -1.0f), ref(fast.size(), -1.0f);
+      std::vector<kernels::MatmulJob> fj(H), rj(H);
+      for (int h = 0; h < H; ++h) {
+        fj[size_t(h)] = {fast.data() + h * N, int64_t(H) * N, x.data() + h * K, int64_t(H) * K,
+                         wt.data() + size_t(h) * wbytes, t, h % 2 ? bias.data() : nullptr, M, N, K};
+        rj[size_t(h)] = fj[size_t(h)], rj[size_t(h)].y = ref.data() + h * N;
+      }
+      kernels::matmul_jobs_avx2(fj.data(), H);
+      kernels::matmul_jobs_ref(rj.data(), H);
+      for (size_t i = 0; i < ref.size(); ++i)
+        ASSERT_NEAR(fast[i], ref[i], 1e-5f * (std::sqrt(float(K)) + std::fabs(ref[i]))) << dtype_name(t) << " M=" << M << " at " << i;
+    }
+}
+
 TEST(Attention, CausalAndGroupedAsDefined) {
   // Row 0 sees only key 0, so its output is v[0] of its kv head, whatever the scores.
   const int T = 4, H = 4, KV = 2, dh = 8;

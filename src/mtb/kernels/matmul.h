@@ -17,8 +17,29 @@ void matmul(float* y, const float* x, const void* w, DType wtype, const float* b
 void matmul_ref(float* y, const float* x, const void* w, DType wtype, const float* bias,
                 int M, int N, int K);
 
-// The AVX2+FMA kernel itself (callers use matmul); threads from core/parallel.h.
+// The AVX2+FMA kernel itself (callers use matmul); threads from core/parallel.h. From 16
+// rows of x on (prefill) it runs the packed GEMM of matmul_grad.h, non-F32 weights widened to
+// F32 a slab at a time.
 void matmul_avx2(float* y, const float* x, const void* w, DType wtype, const float* bias,
                  int M, int N, int K);
+
+// One product of a batch: y[M,N] (rows ldy apart) = x[M,K] (rows ldx apart) · W[N,K]^T
+// (+ bias), W as in matmul.
+struct MatmulJob {
+  float* y = nullptr;
+  int64_t ldy = 0;
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  const void* w = nullptr;
+  DType wtype = DType::F32;
+  const float* bias = nullptr;
+  int M = 0, N = 0, K = 0;
+};
+
+// Several products in one parallel call (fewer waits for threads when each is small: the
+// projections of one decode step, MLA's per-head products). Outputs must not overlap.
+void matmul_jobs(const MatmulJob* jobs, int n_jobs);
+void matmul_jobs_ref(const MatmulJob* jobs, int n_jobs);   // scalar twin: matmul_ref per job
+void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs);
 
 }  // namespace mtb::kernels

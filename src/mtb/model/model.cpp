@@ -16,6 +16,11 @@ void linear(const Linear& l, const float* x, int T, float* y) {
   kernels::matmul(y, x, l.w.data, l.w.dtype, l.b.empty() ? nullptr : l.b.data(), T, l.out(), l.in());
 }
 
+// y = x W^T + b as one job of a batch (contiguous x [T, in] and y [T, out]).
+kernels::MatmulJob job(const Linear& l, const float* x, int T, float* y) {
+  return {y, l.out(), x, l.in(), l.w.data, l.w.dtype, l.b.empty() ? nullptr : l.b.data(), T, l.out(), l.in()};
+}
+
 }  // namespace
 
 Model::Model(ModelConfig config, TensorMap tensors, const std::string& where)
@@ -150,7 +155,6 @@ Workspace Model::make_workspace(int max_tokens, int capacity, MlaForm mla, bool 
     ws.k_all.resize(n * H * qk), ws.v_all.resize(n * H * dv);
     // Absorbed form.
     ws.q_abs.resize(T * H * (dc + dr)), ws.att_lat.resize(T * H * dc);
-    ws.gather.resize(T * std::max(nope, dc)), ws.head_out.resize(T * std::max(dc, dv));
   }
   return ws;
 }
@@ -160,9 +164,8 @@ void Model::attention(const LayerWeights& w, int layer, int T, KVCache& cache, W
   const ModelConfig& c = config_;
   const int H = c.n_heads, KV = c.n_kv_heads, dh = c.head_dim, pos0 = cache.size();
   float *q = ws.q.data(), *k = ws.k.data(), *v = ws.v.data();  // [T, H, dh], [T, KV, dh], [T, KV, dh]
-  linear(w.wq, ws.h.data(), T, q);
-  linear(w.wk, ws.h.data(), T, k);
-  linear(w.wv, ws.h.data(), T, v);
+  const kernels::MatmulJob qkv[3] = {job(w.wq, ws.h.data(), T, q), job(w.wk, ws.h.data(), T, k), job(w.wv, ws.h.data(), T, v)};
+  kernels::matmul_jobs(qkv, 3);
   if (c.qk_norm) {  // per head, before RoPE
     kernels::rmsnorm(q, dh, q, dh, w.q_norm.g.data(), T * H, dh, float(c.norm_eps));
     kernels::rmsnorm(k, dh, k, dh, w.k_norm.g.data(), T * KV, dh, float(c.norm_eps));
@@ -188,35 +191,24 @@ void Model::attention(const LayerWeights& w, int layer, int T, KVCache& cache, W
   linear(w.wo, ws.att.data(), T, ws.y.data());
 }
 
-namespace {
-
-// Rows of a strided [T, stride] buffer, columns [col, col + n), as a contiguous [T, n] matrix:
-// the buffer itself when T = 1, else a copy into `tmp`.
-const float* columns(const float* src, int T, int64_t stride, int64_t col, int64_t n, float* tmp) {
-  if (T == 1) return src + col;
-  for (int t = 0; t < T; ++t) std::copy(src + t * stride + col, src + t * stride + col + n, tmp + t * n);
-  return tmp;
-}
-
-}  // namespace
-
 // MLA. Reads ws.h, writes ws.y. The cache holds [normalized latent | RoPE'd key] per token.
 void Model::attention_mla(const LayerWeights& w, int layer, int T, KVCache& cache, Workspace& ws, bool plain) const {
   const ModelConfig& c = config_;
   const int H = c.n_heads, nope = c.qk_nope_head_dim, dr = c.qk_rope_head_dim;
   const int qk = nope + dr, dv = c.v_head_dim, dc = c.kv_lora_rank, pos0 = cache.size();
   const int64_t crow = dc + dr;  // cache row
-  float* q = ws.q.data();  // [T, H, nope | rope]
+  float* q = ws.q.data();      // [T, H, nope | rope]
+  float* kva = ws.kva.data();  // [T, latent | rope key]
   if (c.q_lora_rank > 0) {
-    linear(w.wq_a, ws.h.data(), T, ws.qa.data());  // [T, q_lora_rank]
+    const kernels::MatmulJob jobs[2] = {job(w.wq_a, ws.h.data(), T, ws.qa.data()), job(w.wkv_a, ws.h.data(), T, kva)};
+    kernels::matmul_jobs(jobs, 2);  // [T, q_lora_rank], [T, dc + dr]
     kernels::rmsnorm(ws.qa.data(), c.q_lora_rank, ws.qa.data(), c.q_lora_rank, w.q_a_norm.g.data(), T,
                      c.q_lora_rank, float(c.norm_eps));
     linear(w.wq_b, ws.qa.data(), T, q);
   } else {
-    linear(w.wq, ws.h.data(), T, q);
+    const kernels::MatmulJob jobs[2] = {job(w.wq, ws.h.data(), T, q), job(w.wkv_a, ws.h.data(), T, kva)};
+    kernels::matmul_jobs(jobs, 2);
   }
-  float* kva = ws.kva.data();  // [T, latent | rope key]
-  linear(w.wkv_a, ws.h.data(), T, kva);
   kernels::rmsnorm(kva, crow, kva, crow, w.kv_a_norm.g.data(), T, dc, float(c.norm_eps));
   if (c.layer_uses_rope(layer)) {
     kernels::rope(q + nope, T, int64_t(H) * qk, H, qk, dr, ws.cos.data(), ws.sin.data(), c.rope_layout);
@@ -255,19 +247,21 @@ void Model::attention_mla(const LayerWeights& w, int layer, int T, KVCache& cach
     kernels::attention(a);
   } else {
     // Absorbed: q_abs[h] = [W_UK[h]^T q_nope[h] | q_rope[h]]; one shared "KV head": the cache rows.
+    // The per-head products run as one batch, reading q and writing q_abs in place (strided).
     float* q_abs = ws.q_abs.data();  // [T, H, dc | dr]
     const size_t uk_bytes = dtype_bytes(w.w_uk_t.dtype, int64_t(dc) * nope);
-    for (int hh = 0; hh < H; ++hh) {
-      const float* qn = columns(q, T, int64_t(H) * qk, int64_t(hh) * qk, nope, ws.gather.data());  // [T, nope]
-      kernels::matmul(ws.head_out.data(), qn, static_cast<const uint8_t*>(w.w_uk_t.data) + size_t(hh) * uk_bytes,
-                      w.w_uk_t.dtype, nullptr, T, dc, nope);  // [T, dc]
-      for (int t = 0; t < T; ++t) {
-        float* dst = q_abs + (size_t(t) * H + hh) * (dc + dr);
-        std::copy(ws.head_out.data() + size_t(t) * dc, ws.head_out.data() + size_t(t + 1) * dc, dst);
+    thread_local std::vector<kernels::MatmulJob> jobs;  // grows once
+    jobs.resize(size_t(H));
+    for (int hh = 0; hh < H; ++hh)
+      jobs[size_t(hh)] = {q_abs + size_t(hh) * crow, int64_t(H) * crow, q + size_t(hh) * qk, int64_t(H) * qk,
+                          static_cast<const uint8_t*>(w.w_uk_t.data) + size_t(hh) * uk_bytes, w.w_uk_t.dtype, nullptr,
+                          T, dc, nope};  // [T, dc] of head hh
+    kernels::matmul_jobs(jobs.data(), H);
+    for (int t = 0; t < T; ++t)
+      for (int hh = 0; hh < H; ++hh) {
         const float* qr = q + (size_t(t) * H + hh) * qk + nope;
-        std::copy(qr, qr + dr, dst + dc);
+        std::copy(qr, qr + dr, q_abs + (size_t(t) * H + hh) * crow + dc);
       }
-    }
     a.n_kv_heads = 1, a.qk_dim = int(crow), a.v_dim = dc;
     a.q = q_abs, a.q_stride = int64_t(H) * crow;
     a.kv_type = cache.type();
@@ -277,26 +271,26 @@ void Model::attention_mla(const LayerWeights& w, int layer, int T, KVCache& cach
     kernels::attention(a);
     // W_UV after attention: out[h] = W_UV[h] o_lat[h], W_UV[h] = rows [h(nope+dv)+nope, +dv) of kv_b.
     const size_t kvb_row = dtype_bytes(w.wkv_b.w.dtype, dc);
-    for (int hh = 0; hh < H; ++hh) {
-      const float* ol = columns(ws.att_lat.data(), T, int64_t(H) * dc, int64_t(hh) * dc, dc, ws.gather.data());
-      const uint8_t* uv = static_cast<const uint8_t*>(w.wkv_b.w.data) + (size_t(hh) * (nope + dv) + nope) * kvb_row;
-      kernels::matmul(ws.head_out.data(), ol, uv, w.wkv_b.w.dtype, nullptr, T, dv, dc);  // [T, dv]
-      for (int t = 0; t < T; ++t)
-        std::copy(ws.head_out.data() + size_t(t) * dv, ws.head_out.data() + size_t(t + 1) * dv,
-                  ws.att.data() + (size_t(t) * H + hh) * dv);
-    }
+    for (int hh = 0; hh < H; ++hh)
+      jobs[size_t(hh)] = {ws.att.data() + size_t(hh) * dv, int64_t(H) * dv, ws.att_lat.data() + size_t(hh) * dc,
+                          int64_t(H) * dc,
+                          static_cast<const uint8_t*>(w.wkv_b.w.data) + (size_t(hh) * (nope + dv) + nope) * kvb_row,
+                          w.wkv_b.w.dtype, nullptr, T, dv, dc};  // [T, dv] of head hh
+    kernels::matmul_jobs(jobs.data(), H);
   }
   linear(w.wo, ws.att.data(), T, ws.y.data());
 }
 
 void Model::ffn(const LayerWeights& w, int T, Workspace& ws) const {
   const int64_t n = int64_t(T) * config_.d_ff;
-  linear(w.w_up, ws.h.data(), T, ws.up.data());  // [T, d_ff]
   if (config_.ffn == FfnKind::SwiGLU) {
-    linear(w.w_gate, ws.h.data(), T, ws.gate.data());  // [T, d_ff]
+    const kernels::MatmulJob jobs[2] = {job(w.w_gate, ws.h.data(), T, ws.gate.data()),
+                                        job(w.w_up, ws.h.data(), T, ws.up.data())};  // [T, d_ff] each
+    kernels::matmul_jobs(jobs, 2);
     kernels::silu_mul(ws.gate.data(), ws.up.data(), n);
     linear(w.w_down, ws.gate.data(), T, ws.y.data());
   } else {
+    linear(w.w_up, ws.h.data(), T, ws.up.data());  // [T, d_ff]
     kernels::gelu_tanh(ws.up.data(), n);
     linear(w.w_down, ws.up.data(), T, ws.y.data());
   }

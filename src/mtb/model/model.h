@@ -57,7 +57,7 @@ struct Workspace {
   std::vector<float> scores;          // attention kernel scratch
   std::vector<float> qa, kva;         // MLA: [T, q_lora_rank], [T, kv_lora + rope]
   std::vector<float> lat, kv_all, k_all, v_all;  // MLA plain: [n, dc], [n, H(nope+dv)], [n, H, qk], [n, H, dv]
-  std::vector<float> q_abs, att_lat, gather, head_out;  // MLA absorbed
+  std::vector<float> q_abs, att_lat, gather, head_out;  // MLA absorbed (gather, head_out: unused now)
 };
 
 class Model {

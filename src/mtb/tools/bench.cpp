@@ -40,20 +40,23 @@ BenchResult run_bench(const Model& model, const BenchOptions& o) {
   for (auto& id : prompt) id = next_id();
   for (auto& id : depth) id = next_id();
   BenchResult r;
-  for (int rep = 0; rep < o.reps; ++rep) {
-    if (o.prompt_tokens > 0) {
-      s.reset();
-      const auto t0 = clock::now();
-      s.prefill(prompt);
-      r.pp_tokens_per_s.push_back(o.prompt_tokens / std::chrono::duration<double>(clock::now() - t0).count());
-    }
-    if (o.gen_tokens > 0) {
-      s.reset();
-      int32_t id = next_id();
-      const float* logits = o.depth > 0 ? s.prefill(depth) : nullptr;
+  for (int rep = 0; rep < o.reps && o.prompt_tokens > 0; ++rep) {
+    s.reset();
+    const auto t0 = clock::now();
+    s.prefill(prompt);
+    r.pp_tokens_per_s.push_back(o.prompt_tokens / std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  if (o.gen_tokens > 0) {
+    // The depth is prefilled once; each repetition rewinds to it and decodes again.
+    s.reset();
+    if (o.depth > 0) s.prefill(depth);
+    const int32_t first = next_id();
+    for (int rep = 0; rep < o.reps; ++rep) {
+      s.rewind(o.depth);
+      int32_t id = first;
       const auto t0 = clock::now();
       for (int i = 0; i < o.gen_tokens; ++i) {
-        logits = s.decode(id);
+        const float* logits = s.decode(id);
         id = int32_t(std::max_element(logits, logits + c.vocab) - logits);  // greedy: what generation does
       }
       r.tg_tokens_per_s.push_back(o.gen_tokens / std::chrono::duration<double>(clock::now() - t0).count());
