@@ -11,5 +11,5 @@ ctest --test-dir build --output-on-failure -j 2
 if [ "${MTB_SKIP_ASAN:-0}" != "1" ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMTB_SANITIZE=ON -DMTB_BUILD_BENCH=OFF > build-asan.log 2>&1 || { cat build-asan.log; exit 1; }
   cmake --build build-asan -j "$(nproc)" --target mtb mtb_tests
-  ctest --test-dir build-asan --output-on-failure -j 2 -L unit
+  LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" ctest --test-dir build-asan --output-on-failure -j 2 -L unit
 fi
