@@ -2,13 +2,14 @@
 // mtb tokenize -m MODEL --jsonl < lines of JSON strings              -> one JSON array per line
 // mtb detokenize -m MODEL --ids 1,2,3 [--skip-special]                -> the text
 // mtb detokenize -m MODEL --jsonl < lines of JSON arrays of ids       -> one JSON string per line
-// MODEL: a model directory, a tokenizer.json, or a directory holding tokenizer.json.
+// MODEL: a model directory, a tokenizer.json, or a GGUF file with an embedded tokenizer.
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "mtb/core/error.h"
+#include "mtb/io/model_file.h"
 #include "mtb/tokenizer/tokenizer.h"
 
 namespace mtb::app {
@@ -50,7 +51,7 @@ void add_tokenize(CLI::App& app) {
   auto o = std::make_shared<Opts>();
 
   CLI::App* tok = app.add_subcommand("tokenize", "Text to token ids (JSON) with the model's tokenizer.json");
-  tok->add_option("-m,--model", o->model, "Model directory, tokenizer.json, or a directory holding it")->required();
+  tok->add_option("-m,--model", o->model, "Model directory, tokenizer.json, or a GGUF file")->required();
   auto* text = tok->add_option("--text", o->text, "The text to encode");
   auto* jsonl = tok->add_flag("--jsonl", o->jsonl, "Read one JSON string per line on stdin, print one JSON array per line");
   text->excludes(jsonl);
@@ -60,7 +61,7 @@ void add_tokenize(CLI::App& app) {
   tok->add_flag("--no-add-special", o->no_add_special, "Do not add the tokenizer's BOS/EOS template");
   tok->callback([o, text] {
     if (!o->jsonl && text->count() == 0) throw Error("give --text TEXT or --jsonl");
-    const Tokenizer t = Tokenizer::load(o->model);
+    const Tokenizer t = load_model_tokenizer(o->model);
     const bool add = !o->no_add_special;
     if (!o->jsonl) {
       write_out(ids_json(t.encode(o->text, add, o->special)));
@@ -85,14 +86,14 @@ void add_tokenize(CLI::App& app) {
   });
 
   CLI::App* det = app.add_subcommand("detokenize", "Token ids to text with the model's tokenizer.json");
-  det->add_option("-m,--model", o->model, "Model directory, tokenizer.json, or a directory holding it")->required();
+  det->add_option("-m,--model", o->model, "Model directory, tokenizer.json, or a GGUF file")->required();
   auto* ids = det->add_option("--ids", o->ids, "Token ids, comma separated");
   auto* djsonl = det->add_flag("--jsonl", o->jsonl, "Read one JSON array of ids per line on stdin, print one JSON string per line");
   ids->excludes(djsonl);
   det->add_flag("--skip-special", o->skip_special, "Leave special tokens out of the text");
   det->callback([o, ids] {
     if (!o->jsonl && ids->count() == 0) throw Error("give --ids 1,2,3 or --jsonl");
-    const Tokenizer t = Tokenizer::load(o->model);
+    const Tokenizer t = load_model_tokenizer(o->model);
     if (!o->jsonl) {
       write_out(t.decode(parse_ids(o->ids), o->skip_special) + "\n");
       return;

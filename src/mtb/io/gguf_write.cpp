@@ -10,6 +10,7 @@
 #include "mtb/core/error.h"
 #include "mtb/io/gguf.h"
 #include "mtb/io/gguf_names.h"
+#include "mtb/io/gguf_tokenizer.h"
 #include "mtb/model/weights.h"
 
 namespace mtb {
@@ -58,7 +59,48 @@ struct Header {
     str(key), u32(uint32_t(GgufType::F32)), raw(&f, 4), ++n_kv;
   }
   void kv_str(const std::string& key, const std::string& v) { str(key), u32(uint32_t(GgufType::STRING)), str(v), ++n_kv; }
+  void kv_bool(const std::string& key, bool v) {
+    const uint8_t b = v ? 1 : 0;
+    str(key), u32(uint32_t(GgufType::BOOL)), raw(&b, 1), ++n_kv;
+  }
+  void kv_strs(const std::string& key, const std::vector<std::string>& v) {
+    str(key), u32(uint32_t(GgufType::ARRAY)), u32(uint32_t(GgufType::STRING)), u64(v.size());
+    for (const std::string& s : v) str(s);
+    ++n_kv;
+  }
+  template <class T>
+  void kv_array(const std::string& key, GgufType elem, const std::vector<T>& v) {
+    str(key), u32(uint32_t(GgufType::ARRAY)), u32(uint32_t(elem)), u64(v.size());
+    raw(v.data(), v.size() * sizeof(T));
+    ++n_kv;
+  }
 };
+
+// The tokenizer keys, as llama.cpp's converter writes them.
+void write_tokenizer(Header& h, const GgufTokenizer* t, int64_t vocab, const std::string& path) {
+  if (!t || t->model == "none") {
+    h.kv_str("tokenizer.ggml.model", "none");
+    if (t && !t->chat_template.empty()) h.kv_str("tokenizer.chat_template", t->chat_template);
+    return;
+  }
+  if (int64_t(t->tokens.size()) != vocab)
+    throw Error(path + ": the tokenizer has " + std::to_string(t->tokens.size()) + " tokens but the model's vocab is " +
+                std::to_string(vocab));
+  h.kv_str("tokenizer.ggml.model", t->model);
+  if (t->model == "gpt2") h.kv_str("tokenizer.ggml.pre", t->pre);
+  h.kv_strs("tokenizer.ggml.tokens", t->tokens);
+  if (t->model == "llama") h.kv_array("tokenizer.ggml.scores", GgufType::F32, t->scores);
+  h.kv_array("tokenizer.ggml.token_type", GgufType::I32, t->token_type);
+  if (!t->merges.empty()) h.kv_strs("tokenizer.ggml.merges", t->merges);
+  if (t->bos >= 0) h.kv_u32("tokenizer.ggml.bos_token_id", t->bos);
+  if (t->eos >= 0) h.kv_u32("tokenizer.ggml.eos_token_id", t->eos);
+  if (t->unk >= 0) h.kv_u32("tokenizer.ggml.unknown_token_id", t->unk);
+  if (t->pad >= 0) h.kv_u32("tokenizer.ggml.padding_token_id", t->pad);
+  h.kv_bool("tokenizer.ggml.add_bos_token", t->add_bos);
+  h.kv_bool("tokenizer.ggml.add_eos_token", t->add_eos);
+  if (t->model == "llama") h.kv_bool("tokenizer.ggml.add_space_prefix", t->add_space_prefix);
+  if (!t->chat_template.empty()) h.kv_str("tokenizer.chat_template", t->chat_template);
+}
 
 struct OutTensor {
   std::string name;
@@ -176,7 +218,7 @@ std::string gguf_arch(const ModelConfig& c) {
 }  // namespace
 
 void save_gguf(const std::string& path, const ModelConfig& config, const TensorMap& tensors, GgufOutType type,
-               const std::string& name) {
+               const std::string& name, const GgufTokenizer* tokenizer) {
   config.validate(path);
   const std::string arch = gguf_arch(config);
   auto refuse = [&](const std::string& why) { throw Error(path + ": GGUF (" + arch + ") cannot express this model: " + why); };
@@ -285,7 +327,7 @@ void save_gguf(const std::string& path, const ModelConfig& config, const TensorM
   }
   if (c.rope_scaling.type == RopeScaling::Type::Llama3)  // read by mtb's fit; harmless to llama.cpp
     h.kv_u32(A + "rope.scaling.original_context_length", c.rope_scaling.original_max_position);
-  h.kv_str("tokenizer.ggml.model", "none");
+  write_tokenizer(h, tokenizer, c.vocab, path);
   h.kv_str("mtb.hf_model_type", c.family);  // so GGUF -> Hugging Face restores the family
 
   // Tensor infos, then the data, each tensor aligned to 32 bytes.

@@ -525,20 +525,25 @@ std::string Tokenizer::resolve_path(const std::string& path) {
 
 Tokenizer Tokenizer::load(const std::string& path_in) {
   const std::string path = resolve_path(path_in);
+  const FileBytes file(path);
+  return from_json(std::string_view(file.data, file.size), path);
+}
+
+Tokenizer Tokenizer::from_json(std::string_view text, const std::string& where_in) {
   auto impl = std::make_unique<Impl>();
-  impl->path = path;
+  impl->path = where_in;
   const std::string& where = impl->path;
 
   {
-    const FileBytes file(path);
-    const char* begin = file.data;
-    impl->model.reserve(file.size / 75 + 16, file.size / 4 + 16);  // vocab entries: a guess
+    const char* begin = text.data();
+    const size_t size = text.size();
+    impl->model.reserve(size / 75 + 16, size / 4 + 16);  // vocab entries: a guess
     // The fast reader first; anything it does not expect goes to the SAX parser, which
     // also words the errors.
     json root;
     bool vocab_streamed = false, merges_streamed = false;
     try {
-      FastReader fast(begin, begin + file.size, impl->model);
+      FastReader fast(begin, begin + size, impl->model);
       root = json::parse(fast.run());
       vocab_streamed = fast.vocab_seen;
       merges_streamed = fast.merges_seen;
@@ -549,9 +554,9 @@ Tokenizer Tokenizer::load(const std::string& path_in) {
     }
     if (root.is_null()) {
       impl->model = BpeModel();
-      impl->model.reserve(file.size / 75 + 16, file.size / 4 + 16);
+      impl->model.reserve(size / 75 + 16, size / 4 + 16);
       Loader loader(impl->model, where);
-      const bool ok = json::sax_parse(begin, begin + file.size, &loader, nlohmann::detail::input_format_t::json, true);
+      const bool ok = json::sax_parse(begin, begin + size, &loader, nlohmann::detail::input_format_t::json, true);
       if (!ok || !loader.error.empty())
         throw Error(where + ": " + (loader.error.empty() ? std::string("not valid JSON") : loader.error));
       root = std::move(loader.root);

@@ -27,6 +27,9 @@ class Tokenizer {
   // `path`: a tokenizer.json file, or a directory holding one (e.g. a Hugging Face model
   // directory). Throws mtb::Error (one line, naming the file and what is wrong).
   static Tokenizer load(const std::string& path);
+  // The same from a tokenizer.json document in memory (e.g. one built from a GGUF file's
+  // metadata); `where` names it in errors and becomes path().
+  static Tokenizer from_json(std::string_view json_text, const std::string& where);
   // The file `load(path)` would read, or throws mtb::Error if there is none.
   static std::string resolve_path(const std::string& path);
 
