@@ -15,10 +15,14 @@ int main(int argc, char** argv) {
   mtb::app::add_logits(app);
   mtb::app::add_tokenize(app);
   mtb::app::add_generate(app);
+  mtb::app::add_chat(app);
   mtb::app::add_kv(app);
   mtb::app::add_bench(app);
   mtb::app::add_convert(app);
   mtb::app::add_quantize(app);
+  mtb::app::add_train(app);
+  mtb::app::add_tokenizer(app);
+  mtb::app::add_plot(app);
   std::string known;
   bool is_command = false;
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
