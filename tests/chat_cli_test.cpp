@@ -19,19 +19,8 @@ namespace mtb {
 namespace {
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result run(const std::string& args, const std::string& stdin_text = "") {
-  const std::string dir = test::scratch_dir();
-  std::ofstream(dir + "/in.txt", std::ios::binary) << stdin_text;
-  const std::string cmd = test::binary_dir() + "/mtb " + args + " < " + dir + "/in.txt > " + dir + "/out.txt 2> " +
-                          dir + "/err.txt";
-  const int rc = std::system(cmd.c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, read_text_file(dir + "/out.txt"), read_text_file(dir + "/err.txt")};
-}
+using Result = test::CliResult;
+Result run(const std::string& args, const std::string& stdin_text = "") { return test::run_mtb(args, stdin_text); }
 
 std::string quote(const std::string& s) {  // for /bin/sh, single quotes
   std::string q = "'";

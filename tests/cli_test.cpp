@@ -15,17 +15,8 @@ namespace mtb {
 namespace {
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result mtb_cli(const std::string& args) {
-  const std::string dir = test::scratch_dir();
-  const std::string cmd = test::binary_dir() + "/mtb " + args + " > " + dir + "/out.txt 2> " + dir + "/err.txt";
-  const int rc = std::system(cmd.c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, read_text_file(dir + "/out.txt"), read_text_file(dir + "/err.txt")};
-}
+using Result = test::CliResult;
+Result mtb_cli(const std::string& args) { return test::run_mtb(args); }
 
 // A failed command: non-zero exit and exactly one line on stderr containing `needle`.
 void expect_failure(const std::string& args, const std::string& needle, int code = 1) {

@@ -2,7 +2,12 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "mtb/core/error.h"
@@ -35,6 +40,25 @@ inline std::string scratch_dir() {
   const std::string dir = binary_dir() + "/test-scratch/" + name;
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+// build/mtb run with `args` (through /bin/sh) and `stdin_text` on its standard input.
+struct CliResult {
+  int code;  // exit status, -1 when it did not exit normally
+  std::string out, err;
+};
+inline CliResult run_mtb(const std::string& args, const std::string& stdin_text = "") {
+  const std::string dir = scratch_dir();
+  std::ofstream(dir + "/in.txt", std::ios::binary) << stdin_text;
+  const std::string cmd = binary_dir() + "/mtb " + args + " < " + dir + "/in.txt > " + dir + "/out.txt 2> " + dir + "/err.txt";
+  const int rc = std::system(cmd.c_str());
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(dir + "/out.txt"), slurp(dir + "/err.txt")};
 }
 
 // Where the PyTorch reference writes its fixtures (ctest's fixture step).

@@ -282,17 +282,8 @@ TEST(TrainRun, BadInput) {
 
 // ---- the command line ----------------------------------------------------------------------
 
-struct Cli {
-  int code;
-  std::string out, err;
-};
-
-Cli mtb_cli(const std::string& args) {
-  const std::string dir = test::scratch_dir();
-  const std::string cmd = test::binary_dir() + "/mtb " + args + " > " + dir + "/out.txt 2> " + dir + "/err.txt";
-  const int rc = std::system(cmd.c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, read_text_file(dir + "/out.txt"), read_text_file(dir + "/err.txt")};
-}
+using Cli = test::CliResult;
+Cli mtb_cli(const std::string& args) { return test::run_mtb(args); }
 
 void expect_failure(const std::string& args, const std::string& needle) {
   const Cli r = mtb_cli(args);
