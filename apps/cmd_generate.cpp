@@ -90,6 +90,7 @@ void add_generate(CLI::App& app) {
     });
     if (as_text) std::fputs(stream->finish().c_str(), stdout);
     std::printf("\n");
+    std::fflush(stdout);
     std::fprintf(stderr,
                  "prefill: %d tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s%s | KV cache: %s B (%s) for %d tokens, %s\n",
                  st.prompt_tokens, st.prefill_tokens_per_s(), st.generated_tokens, st.decode_tokens_per_s(),

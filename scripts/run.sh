@@ -27,7 +27,7 @@ $MTB train --preset example-3m --vocab-from-tokenizer --tokenizer build/tokenize
   --steps "$STEPS" --batch 8 --seq-len 256 --lr 2e-3 --min-lr 2e-4 --warmup 50 --eval-every 100 --eval-batches 8 \
   -o "$RUN" | tee build/run-example-3m.txt
 
-echo "== a sample from $RUN"
+echo "== a sample from $RUN, prompted with \"The meaning of life\""
 $MTB generate -m "$RUN" --prompt "The meaning of life" -n 120 --temperature 0.8 --top-k 40 --seed 1
 echo
 echo "== its KV-cache plan"
