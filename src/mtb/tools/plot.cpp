@@ -333,7 +333,12 @@ std::string to_svg(const Chart& c) {
     switch (sh.kind) {
       case Shape::Kind::Polyline: {
         s += "<polyline points=\"";
-        for (size_t i = 0; i < sh.pts.size(); ++i) s += (i ? " " : "") + num(sh.pts[i].first) + "," + num(sh.pts[i].second);
+        for (size_t i = 0; i < sh.pts.size(); ++i) {
+          if (i) s += ' ';
+          s += num(sh.pts[i].first);
+          s += ',';
+          s += num(sh.pts[i].second);
+        }
         s += "\" fill=\"none\"" + color_attr("stroke", sh.stroke) + " stroke-width=\"" + num(sh.width) +
              "\" stroke-linejoin=\"round\"" + clip + "/>\n";
         break;
