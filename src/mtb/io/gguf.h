@@ -3,8 +3,8 @@
 // arrays of them), tensor infos (ggml dims innermost first: ne = {in, out} is an [out, in]
 // matrix) and the tensor data, each tensor aligned to general.alignment (default 32).
 //
-// Reading maps the file once; F32 / F16 / BF16 tensors are views into the mapping, Q8_0
-// tensors are dequantized to owned F32 buffers (for now). Architectures: llama (also
+// Reading maps the file once; F32 / F16 / BF16 / Q8_0 tensors are views into the mapping
+// (the kernels read Q8_0 blocks in place). Architectures: llama (also
 // Mistral-style llama), qwen2, qwen3, deepseek2 (MLA with attn_kv_b or the split absorbed
 // attn_k_b / attn_v_b, all-dense, with or without q-lora).
 //
