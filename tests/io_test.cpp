@@ -63,6 +63,28 @@ ModelConfig tiny(const std::string& family) {
   return c;
 }
 
+// Large files opened for decoding are read into huge pages; the bytes are the file's either
+// way, and start on the same alignment.
+TEST(MappedFile, HugePageReadsHoldTheFilesBytes) {
+  const std::string path = scratch("mapped-file") + "/big.bin";
+  std::string bytes(size_t(65) << 20, '\0');  // just over the 64 MiB from which it applies
+  uint32_t h = 12345;
+  for (char& c : bytes) c = char((h = h * 1664525u + 1013904223u) >> 24);
+  write_bytes(path, bytes);
+  const auto mapped = MappedFile::open(path);
+  std::shared_ptr<MappedFile> read;
+  {
+    const HugePageReads huge;
+    read = MappedFile::open(path);
+  }
+  ASSERT_EQ(read->size(), bytes.size());
+  ASSERT_EQ(mapped->size(), bytes.size());
+  EXPECT_EQ(std::memcmp(read->data(), bytes.data(), bytes.size()), 0);
+  EXPECT_EQ(std::memcmp(mapped->data(), bytes.data(), bytes.size()), 0);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(read->data()) % 4096, 0u);
+  fs::remove(path);
+}
+
 TEST(Safetensors, WriteReadRoundTripIsExact) {
   const std::string dir = scratch("st-roundtrip");
   std::vector<float> a = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, 8.0f};

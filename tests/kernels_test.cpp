@@ -91,15 +91,61 @@ TEST(Q8_0, QuantizeDequantizeAsGgmlDefinesIt) {
   EXPECT_EQ(static_cast<int8_t>(q[2 + 31 + 34]), 127);  // the block's largest value maps to 127
 }
 
+TEST(Q8_0, ActivationRoundingTwinsGiveTheSameBits) {
+  if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
+  // Random blocks, a zero block, exact ties (x·127/max = n + 0.5), a negative maximum,
+  // tiny and huge magnitudes.
+  std::vector<float> x = randn(32 * 8, 7);
+  for (int i = 32; i < 64; ++i) x[size_t(i)] = 0.0f;
+  for (int i = 64; i < 96; ++i) x[size_t(i)] = float(i - 80) * 0.25f;  // with scale 0.5: ties
+  x[64 + 31] = 127.0f / 2;                                         // max 63.5: scale 0.5
+  x[100] = -40.0f;
+  for (int i = 128; i < 160; ++i) x[size_t(i)] *= 1e-30f;
+  for (int i = 160; i < 192; ++i) x[size_t(i)] *= 1e30f;
+  const int K = int(x.size());
+  std::vector<int8_t> q_ref(x.size()), q_fast(x.size());
+  std::vector<float> d_ref(x.size() / 32), d_fast(x.size() / 32);
+  kernels::quantize_q8_act(x.data(), K, q_ref.data(), d_ref.data());
+  kernels::quantize_q8_act_avx2(x.data(), K, q_fast.data(), d_fast.data());
+  EXPECT_EQ(q_ref, q_fast);
+  EXPECT_EQ(d_ref, d_fast);
+  EXPECT_EQ(d_ref[1], 0.0f);
+  EXPECT_EQ(q_ref[100], -127);  // the block's largest magnitude maps to ±127
+  for (int i = 0; i < K; ++i) EXPECT_NEAR(d_ref[size_t(i / 32)] * q_ref[size_t(i)], x[size_t(i)], d_ref[size_t(i / 32)] * 0.5001f);
+  // Ties round to even: in block 2 the scale is 0.5, so x = 0.25·i gives q = i/2.
+  EXPECT_EQ(d_ref[2], 0.5f);
+  EXPECT_EQ(q_ref[64 + 17], 0);   // x = 0.25 -> 0.5 -> 0
+  EXPECT_EQ(q_ref[64 + 18], 1);   // x = 0.5 -> 1
+  EXPECT_EQ(q_ref[64 + 19], 2);   // x = 0.75 -> 1.5 -> 2
+  EXPECT_EQ(q_ref[64 + 21], 2);   // x = 1.25 -> 2.5 -> 2
+  EXPECT_EQ(q_ref[64 + 13], -2);  // x = -0.75 -> -1.5 -> -2
+}
+
 TEST(Q8_0, FastMatmulEqualsScalar) {
   if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
-  for (auto [M, N, K] : {std::tuple{1, 37, 64}, std::tuple{3, 16, 32}, std::tuple{6, 33, 256}, std::tuple{17, 70, 96}}) {
+  // Decode-sized products run int8 multiply-adds, prefill-sized ones (M >= 16) the float
+  // GEMM over x rounded to Q8_0 and back: both the products the scalar twin sums in int32.
+  for (auto [M, N, K] : {std::tuple{1, 37, 64}, std::tuple{3, 16, 32}, std::tuple{6, 33, 256}, std::tuple{17, 70, 96},
+                         std::tuple{2, 300, 1024}, std::tuple{40, 64, 512}}) {
     const auto x = randn(size_t(M) * K, 1), w = randn(size_t(N) * K, 2), bias = randn(size_t(N), 3);
     const auto q = encode(w, DType::Q8_0);
     std::vector<float> fast(size_t(M) * N), ref(size_t(M) * N);
     kernels::matmul_avx2(fast.data(), x.data(), q.data(), DType::Q8_0, bias.data(), M, N, K);
     kernels::matmul_ref(ref.data(), x.data(), q.data(), DType::Q8_0, bias.data(), M, N, K);
-    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 1e-4f * (std::sqrt(float(K)) + std::fabs(ref[i])));
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(fast[i], ref[i], 2e-6f * (std::sqrt(float(K)) + std::fabs(ref[i]))) << "M=" << M << " K=" << K << " at " << i;
+    // And against the definition in double: x and W rounded to Q8_0, then multiplied.
+    std::vector<int8_t> xq(x.size() / size_t(M));
+    std::vector<float> xd(size_t(K / 32)), wf(size_t(N) * K);
+    to_f32(DType::Q8_0, q.data(), wf.data(), wf.size());
+    for (int m = 0; m < M; ++m) {
+      kernels::quantize_q8_act(x.data() + size_t(m) * K, K, xq.data(), xd.data());
+      for (int n = 0; n < N; ++n) {
+        double s = bias[size_t(n)];
+        for (int k = 0; k < K; ++k) s += double(xd[size_t(k / 32)]) * xq[size_t(k)] * wf[size_t(n) * K + k];
+        ASSERT_NEAR(ref[size_t(m) * N + n], s, 2e-6 * (std::sqrt(double(K)) + std::fabs(s)));
+      }
+    }
   }
 }
 

@@ -47,6 +47,7 @@ LoadedModel load_model_file(const std::string& path) {
 }
 
 Model open_model(const std::string& path) {
+  const HugePageReads huge;  // the weights are about to be streamed, token after token
   LoadedModel m = load_model_file(path);
   return Model(std::move(m.config), std::move(m.tensors), m.where);
 }

@@ -8,18 +8,28 @@ namespace mtb::kernels {
 
 // y[M,N] = x[M,K] · W[N,K]^T (+ bias[N] when bias is not null).
 // W is row-major [N,K] with elements of type wtype (F32, F16, BF16, or Q8_0 with K a
-// multiple of 32), used as stored.
+// multiple of 32), used as stored. Q8_0 weights meet x rounded to Q8_0 blocks as well
+// (quantize_q8_act), as ggml does: each block's 32 int8 products are summed exactly in int32
+// and scaled by the two blocks' scales.
 // Picks the AVX2 kernel (threaded) when available, else matmul_ref.
 void matmul(float* y, const float* x, const void* w, DType wtype, const float* bias,
             int M, int N, int K);
 
-// The scalar twin: plain loops, one thread, float accumulation in index order.
+// x[K] (K a multiple of 32) rounded to Q8_0 blocks with float scales: for block b,
+// d[b] = max|x| / 127 and q[32b+i] = x * (127 / max|x|) rounded to nearest even, in
+// [-127, 127] (all zero, d = 0, for a zero block). The AVX2 twin gives the same bits.
+void quantize_q8_act(const float* x, int K, int8_t* q, float* d);
+void quantize_q8_act_avx2(const float* x, int K, int8_t* q, float* d);
+
+// The scalar twin: plain loops, one thread, float accumulation in index order (Q8_0: in
+// block order, over exact int32 block sums).
 void matmul_ref(float* y, const float* x, const void* w, DType wtype, const float* bias,
                 int M, int N, int K);
 
 // The AVX2+FMA kernel itself (callers use matmul); threads from core/parallel.h. From 16
 // rows of x on (prefill) it runs the packed GEMM of matmul_grad.h, non-F32 weights widened to
-// F32 a slab at a time.
+// F32 a slab at a time (for Q8_0, x is rounded to Q8_0 and back first, so prefill and decode
+// compute the same products).
 void matmul_avx2(float* y, const float* x, const void* w, DType wtype, const float* bias,
                  int M, int N, int K);
 
