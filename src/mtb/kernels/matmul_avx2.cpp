@@ -144,9 +144,21 @@ inline void tile_bf16(float* y, int64_t ldy, const PreparedX& a, const float* x,
     }
 }
 
+// h with its 16-bit lane j set to the two bytes at p (lane indices must be constants).
+inline __m128i insert_u16(__m128i h, const uint8_t* p, int j) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  switch (j) {
+    case 0: return _mm_insert_epi16(h, v, 0);
+    case 1: return _mm_insert_epi16(h, v, 1);
+    case 2: return _mm_insert_epi16(h, v, 2);
+    default: return _mm_insert_epi16(h, v, 3);
+  }
+}
+
 // The Q8_0 tile: per block, |w| (unsigned) times x carrying w's sign, in pairs of int16
 // (maddubs: at most 2·127·127, no saturation), then pairs of those in int32 (madd), converted
-// to float and scaled by the weight's and x's block scales.
+// to float and scaled by the weight's and x's block scales (NR <= 4).
 template <int MR, int NR>
 inline void tile_q8(float* y, int64_t ldy, const PreparedX& a, const void* w, const float* bias, int m0, int n0, int K,
                     bool prefetch_next) {
@@ -163,22 +175,22 @@ inline void tile_q8(float* y, int64_t ldy, const PreparedX& a, const void* w, co
   for (int b = 0; b < nb; ++b) {
     if (next) prefetch_upto(next, fetched, size_t(b + 1) * kQ8BlockBytes * NR);
     __m256i wq[NR], wabs[NR];
-    float wd[NR];
+    __m128i h = _mm_setzero_si128();  // the NR fp16 scales, converted together
     for (int j = 0; j < NR; ++j) {
       const uint8_t* blk = wr[j] + size_t(b) * kQ8BlockBytes;
-      uint16_t h;
-      std::memcpy(&h, blk, 2);
-      wd[j] = _cvtsh_ss(h);
+      h = insert_u16(h, blk, j);
       wq[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
       wabs[j] = _mm256_sign_epi8(wq[j], wq[j]);
     }
+    const __m128 wd = _mm_cvtph_ps(h);
     for (int i = 0; i < MR; ++i) {
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + size_t(m0 + i) * K + size_t(b) * kQ8Block));
-      const float xd = a.d[size_t(m0 + i) * nb + b];
+      // Lane j: weight scale j times x's scale (the same products the scalar twin forms).
+      const __m256 sd = _mm256_castps128_ps256(_mm_mul_ps(wd, _mm_set1_ps(a.d[size_t(m0 + i) * nb + b])));
       for (int j = 0; j < NR; ++j) {
         const __m256i p16 = _mm256_maddubs_epi16(wabs[j], _mm256_sign_epi8(xq, wq[j]));
         const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-        acc[i][j] = _mm256_fmadd_ps(p, _mm256_set1_ps(wd[j] * xd), acc[i][j]);
+        acc[i][j] = _mm256_fmadd_ps(p, _mm256_permutevar8x32_ps(sd, _mm256_set1_epi32(j)), acc[i][j]);
       }
     }
   }
