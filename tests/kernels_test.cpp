@@ -9,6 +9,7 @@
 #include "mtb/kernels/attention.h"
 #include "mtb/kernels/cpu.h"
 #include "mtb/kernels/matmul.h"
+#include "mtb/kernels/matmul_grad.h"
 #include "mtb/kernels/ops.h"
 
 namespace mtb {
@@ -60,19 +61,24 @@ TEST_P(MatmulTwins, FastEqualsScalarForEveryWeightType) {
   if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU: only the scalar path runs";
   const auto [M, N, K] = GetParam();
   const auto x = randn(size_t(M) * K, 1), w = randn(size_t(N) * K, 2), bias = randn(size_t(N), 3);
-  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
-    std::vector<uint16_t> half;
-    const void* wp = w.data();
-    if (t != DType::F32) half = to_half(w, t), wp = half.data();
-    std::vector<float> fast(size_t(M) * N), ref(size_t(M) * N);
-    for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
-      kernels::matmul_avx2(fast.data(), x.data(), wp, t, b, M, N, K);
-      kernels::matmul_ref(ref.data(), x.data(), wp, t, b, M, N, K);
-      for (size_t i = 0; i < ref.size(); ++i)
-        ASSERT_NEAR(fast[i], ref[i], 1e-5f * (std::sqrt(float(K)) + std::fabs(ref[i])))
-            << dtype_name(t) << " M=" << M << " N=" << N << " K=" << K << " at " << i;
+  // Both widths where the CPU has AVX-512 (BF16 decode and the prefill GEMM use 512 bits).
+  for (bool wide : {true, false}) {
+    kernels::gemm_allow_avx512(wide);
+    for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+      std::vector<uint16_t> half;
+      const void* wp = w.data();
+      if (t != DType::F32) half = to_half(w, t), wp = half.data();
+      std::vector<float> fast(size_t(M) * N), ref(size_t(M) * N);
+      for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+        kernels::matmul_avx2(fast.data(), x.data(), wp, t, b, M, N, K);
+        kernels::matmul_ref(ref.data(), x.data(), wp, t, b, M, N, K);
+        for (size_t i = 0; i < ref.size(); ++i)
+          ASSERT_NEAR(fast[i], ref[i], 1e-5f * (std::sqrt(float(K)) + std::fabs(ref[i])))
+              << dtype_name(t) << (wide ? " 512-bit" : " 256-bit") << " M=" << M << " N=" << N << " K=" << K << " at " << i;
+      }
     }
   }
+  kernels::gemm_allow_avx512(true);
 }
 
 TEST(Q8_0, QuantizeDequantizeAsGgmlDefinesIt) {
@@ -152,7 +158,8 @@ TEST(Q8_0, FastMatmulEqualsScalar) {
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTwins,
                          ::testing::Values(MatmulCase{1, 1, 1}, MatmulCase{1, 33, 7}, MatmulCase{3, 17, 8},
                                            MatmulCase{4, 16, 64}, MatmulCase{5, 31, 100}, MatmulCase{9, 70, 257},
-                                           MatmulCase{64, 96, 128}, MatmulCase{13, 300, 520}));
+                                           MatmulCase{64, 96, 128}, MatmulCase{13, 300, 520},
+                                           MatmulCase{3, 20, 48}, MatmulCase{1, 70, 1040}, MatmulCase{2, 33, 1063}));
 
 TEST(Matmul, ScalarMatchesDoubleDefinition) {
   const int M = 3, N = 5, K = 11;

@@ -86,17 +86,30 @@ struct PreparedX {
   const int8_t* q = nullptr;
   const float* d = nullptr;
   const float* e = nullptr;
+  bool wide = false;  // BF16: e in groups of 32 for the 512-bit tile (see even_odd)
 };
 
-// x[0..K) with each whole group of 16 as x0 x2 .. x14 x1 x3 .. x15 (the tail as it is).
-void even_odd(const float* x, int K, float* out) {
+// x[0..K) with each whole group of 16 as x0 x2 .. x14 x1 x3 .. x15 (the tail as it is); with
+// `wide`, whole groups of 32 first, as x0 x2 .. x30 x1 x3 .. x31, then at most one group of
+// 16 and the tail.
+void even_odd(const float* x, int K, float* out, bool wide) {
   const __m256i idx = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-  int k = 0;
-  for (; k + 16 <= K; k += 16) {
+  auto group16 = [&](int k, __m256& even, __m256& odd) {
     const __m256 a = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + k), idx);      // x0 x2 x4 x6 | x1 x3 x5 x7
     const __m256 b = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + k + 8), idx);  // x8 .. x14 | x9 .. x15
-    _mm256_storeu_ps(out + k, _mm256_permute2f128_ps(a, b, 0x20));
-    _mm256_storeu_ps(out + k + 8, _mm256_permute2f128_ps(a, b, 0x31));
+    even = _mm256_permute2f128_ps(a, b, 0x20), odd = _mm256_permute2f128_ps(a, b, 0x31);
+  };
+  int k = 0;
+  for (; wide && k + 32 <= K; k += 32) {
+    __m256 e0, o0, e1, o1;
+    group16(k, e0, o0), group16(k + 16, e1, o1);
+    _mm256_storeu_ps(out + k, e0), _mm256_storeu_ps(out + k + 8, e1);
+    _mm256_storeu_ps(out + k + 16, o0), _mm256_storeu_ps(out + k + 24, o1);
+  }
+  for (; k + 16 <= K; k += 16) {
+    __m256 e, o;
+    group16(k, e, o);
+    _mm256_storeu_ps(out + k, e), _mm256_storeu_ps(out + k + 8, o);
   }
   for (; k < K; ++k) out[k] = x[k];
 }
@@ -139,6 +152,64 @@ inline void tile_bf16(float* y, int64_t ldy, const PreparedX& a, const float* x,
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) {
       float s = hsum(acc[i][j]);
+      for (int kk = k; kk < K; ++kk) s += x[(m0 + i) * ldx + kk] * load1<DType::BF16>(wr[j], kk);
+      y[(m0 + i) * ldy + n0 + j] = s + (bias ? bias[n0 + j] : 0.0f);
+    }
+}
+
+// The 512-bit twin of tile_bf16 (where gemm_avx512(): the same knob as the prefill GEMM's):
+// 32 weights per load, half the instructions per byte; x in groups of 32 (even_odd, wide),
+// then one group of 16 at 256 bits and the tail in scalar.
+template <int MR, int NR>
+__attribute__((target("avx512f,avx512bw"))) void tile_bf16_512(float* y, int64_t ldy, const PreparedX& a, const float* x,
+                                                                 int64_t ldx, const void* w, const float* bias, int m0, int n0,
+                                                                 int K, bool prefetch_next) {
+  __m512 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  const size_t row_bytes = size_t(K) * 2;
+  const uint8_t* wr[NR];
+  for (int j = 0; j < NR; ++j) wr[j] = static_cast<const uint8_t*>(w) + size_t(n0 + j) * row_bytes;
+  const uint8_t* next = prefetch_next ? wr[0] + NR * row_bytes : nullptr;
+  size_t fetched = 0;
+  const __m512i high = _mm512_set1_epi32(int32_t(0xffff0000u));
+  int k = 0;
+  for (; k + 32 <= K; k += 32) {  // a cache line per row
+    if (next) prefetch_upto(next, fetched, size_t(k + 32) * 2 * NR);
+    __m512 we[NR], wo[NR];
+    for (int j = 0; j < NR; ++j) {
+      const __m512i v = _mm512_loadu_si512(wr[j] + size_t(k) * 2);
+      we[j] = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(__mmask16(0xffff), v, 16));  // (GCC 12 warns on the unmasked form)
+      wo[j] = _mm512_castsi512_ps(_mm512_and_si512(v, high));
+    }
+    for (int i = 0; i < MR; ++i) {
+      const float* e = a.e + size_t(m0 + i) * K + k;
+      const __m512 xe = _mm512_loadu_ps(e), xo = _mm512_loadu_ps(e + 16);
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xo, wo[j], _mm512_fmadd_ps(xe, we[j], acc[i][j]));
+    }
+  }
+  float r[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) {
+      alignas(64) float t[16];
+      _mm512_store_ps(t, acc[i][j]);
+      r[i][j] = hsum(_mm256_add_ps(_mm256_load_ps(t), _mm256_load_ps(t + 8)));
+    }
+  if (k + 16 <= K) {
+    const __m256i high8 = _mm256_set1_epi32(int32_t(0xffff0000u));
+    for (int j = 0; j < NR; ++j) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[j] + size_t(k) * 2));
+      const __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), wo = _mm256_castsi256_ps(_mm256_and_si256(v, high8));
+      for (int i = 0; i < MR; ++i) {
+        const float* e = a.e + size_t(m0 + i) * K + k;
+        r[i][j] += hsum(_mm256_fmadd_ps(_mm256_loadu_ps(e + 8), wo, _mm256_mul_ps(_mm256_loadu_ps(e), we)));
+      }
+    }
+    k += 16;
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) {
+      float s = r[i][j];
       for (int kk = k; kk < K; ++kk) s += x[(m0 + i) * ldx + kk] * load1<DType::BF16>(wr[j], kk);
       y[(m0 + i) * ldy + n0 + j] = s + (bias ? bias[n0 + j] : 0.0f);
     }
@@ -206,12 +277,18 @@ inline void rows(const MatmulJob& j, const PreparedX& a, int m0, int n0, int n1)
   for (; n + NR <= n1; n += NR) {
     const bool more = n + 2 * NR <= n1;
     if constexpr (T == DType::Q8_0) tile_q8<MR, NR>(j.y, j.ldy, a, j.w, j.bias, m0, n, j.K, more);
-    else if constexpr (T == DType::BF16) tile_bf16<MR, NR>(j.y, j.ldy, a, j.x, j.ldx, j.w, j.bias, m0, n, j.K, more);
+    else if constexpr (T == DType::BF16) {
+      if (a.wide) tile_bf16_512<MR, NR>(j.y, j.ldy, a, j.x, j.ldx, j.w, j.bias, m0, n, j.K, more);
+      else tile_bf16<MR, NR>(j.y, j.ldy, a, j.x, j.ldx, j.w, j.bias, m0, n, j.K, more);
+    }
     else tile<T, MR, NR>(j.y, j.ldy, j.x, j.ldx, j.w, j.bias, m0, n, j.K, more);
   }
   for (; n < n1; ++n) {
     if constexpr (T == DType::Q8_0) tile_q8<MR, 1>(j.y, j.ldy, a, j.w, j.bias, m0, n, j.K, false);
-    else if constexpr (T == DType::BF16) tile_bf16<MR, 1>(j.y, j.ldy, a, j.x, j.ldx, j.w, j.bias, m0, n, j.K, false);
+    else if constexpr (T == DType::BF16) {
+      if (a.wide) tile_bf16_512<MR, 1>(j.y, j.ldy, a, j.x, j.ldx, j.w, j.bias, m0, n, j.K, false);
+      else tile_bf16<MR, 1>(j.y, j.ldy, a, j.x, j.ldx, j.w, j.bias, m0, n, j.K, false);
+    }
     else tile<T, MR, 1>(j.y, j.ldy, j.x, j.ldx, j.w, j.bias, m0, n, j.K, false);
   }
 }
@@ -345,6 +422,7 @@ void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs) {
   if (xq.size() < q_size) xq.resize(q_size), xd.resize(q_size / kQ8Block);
   if (xe.size() < e_size) xe.resize(e_size);
   size_t q_used = 0, e_used = 0;
+  const bool wide = gemm_avx512();  // BF16 decode at 512 bits too
   const MatmulJob* last_prepared = nullptr;
   auto same_x = [&](const MatmulJob& j) {
     return last_prepared && last_prepared->wtype == j.wtype && last_prepared->x == j.x && last_prepared->ldx == j.ldx &&
@@ -367,8 +445,8 @@ void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs) {
                              xd.data() + (q_used + size_t(m) * j.K) / kQ8Block);
       q_used += size_t(j.M) * j.K;
     } else if (j.wtype == DType::BF16) {
-      act[small].e = xe.data() + e_used;
-      for (int m = 0; m < j.M; ++m) even_odd(j.x + m * j.ldx, j.K, xe.data() + e_used + size_t(m) * j.K);
+      act[small].e = xe.data() + e_used, act[small].wide = wide;
+      for (int m = 0; m < j.M; ++m) even_odd(j.x + m * j.ldx, j.K, xe.data() + e_used + size_t(m) * j.K, wide);
       e_used += size_t(j.M) * j.K;
     }
     last_prepared = &j;
