@@ -131,15 +131,23 @@ TEST(Q8_0, FastMatmulEqualsScalar) {
   if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
   // Decode-sized products run int8 multiply-adds, prefill-sized ones (M >= 16) the float
   // GEMM over x rounded to Q8_0 and back: both the products the scalar twin sums in int32.
+  // Where the CPU has AVX-512 VNNI, decode runs two blocks per 512-bit register (an odd last
+  // block apart), so both widths and odd block counts are checked.
   for (auto [M, N, K] : {std::tuple{1, 37, 64}, std::tuple{3, 16, 32}, std::tuple{6, 33, 256}, std::tuple{17, 70, 96},
-                         std::tuple{2, 300, 1024}, std::tuple{40, 64, 512}}) {
+                         std::tuple{2, 300, 1024}, std::tuple{40, 64, 512}, std::tuple{1, 41, 96}, std::tuple{5, 9, 160}}) {
     const auto x = randn(size_t(M) * K, 1), w = randn(size_t(N) * K, 2), bias = randn(size_t(N), 3);
-    const auto q = encode(w, DType::Q8_0);
+    auto q = encode(w, DType::Q8_0);
+    q[2] = uint8_t(-128), q[2 + 33] = uint8_t(-128);  // ggml never writes -128; the kernels take it all the same
     std::vector<float> fast(size_t(M) * N), ref(size_t(M) * N);
-    kernels::matmul_avx2(fast.data(), x.data(), q.data(), DType::Q8_0, bias.data(), M, N, K);
     kernels::matmul_ref(ref.data(), x.data(), q.data(), DType::Q8_0, bias.data(), M, N, K);
-    for (size_t i = 0; i < ref.size(); ++i)
-      ASSERT_NEAR(fast[i], ref[i], 2e-6f * (std::sqrt(float(K)) + std::fabs(ref[i]))) << "M=" << M << " K=" << K << " at " << i;
+    for (bool wide : {true, false}) {
+      kernels::gemm_allow_avx512(wide);
+      kernels::matmul_avx2(fast.data(), x.data(), q.data(), DType::Q8_0, bias.data(), M, N, K);
+      for (size_t i = 0; i < ref.size(); ++i)
+        ASSERT_NEAR(fast[i], ref[i], 2e-6f * (std::sqrt(float(K)) + std::fabs(ref[i])))
+            << (wide ? "512-bit" : "256-bit") << " M=" << M << " K=" << K << " at " << i;
+    }
+    kernels::gemm_allow_avx512(true);
     // And against the definition in double: x and W rounded to Q8_0, then multiplied.
     std::vector<int8_t> xq(x.size() / size_t(M));
     std::vector<float> xd(size_t(K / 32)), wf(size_t(N) * K);

@@ -85,6 +85,7 @@ inline void tile(float* y, int64_t ldy, const float* x, int64_t ldx, const void*
 struct PreparedX {
   const int8_t* q = nullptr;
   const float* d = nullptr;
+  const uint8_t* u = nullptr;  // Q8_0 with VNNI: q + 128, as unsigned bytes (see tile_q8_512)
   const float* e = nullptr;
   bool wide = false;  // BF16: e in groups of 32 for the 512-bit tile (see even_odd)
 };
@@ -215,7 +216,7 @@ __attribute__((target("avx512f,avx512bw"))) void tile_bf16_512(float* y, int64_t
     }
 }
 
-// h with its 16-bit lane j set to the two bytes at p (lane indices must be constants).
+// h with its 16-bit lane j (0-7) set to the two bytes at p.
 inline __m128i insert_u16(__m128i h, const uint8_t* p, int j) {
   uint16_t v;
   std::memcpy(&v, p, 2);
@@ -223,7 +224,11 @@ inline __m128i insert_u16(__m128i h, const uint8_t* p, int j) {
     case 0: return _mm_insert_epi16(h, v, 0);
     case 1: return _mm_insert_epi16(h, v, 1);
     case 2: return _mm_insert_epi16(h, v, 2);
-    default: return _mm_insert_epi16(h, v, 3);
+    case 3: return _mm_insert_epi16(h, v, 3);
+    case 4: return _mm_insert_epi16(h, v, 4);
+    case 5: return _mm_insert_epi16(h, v, 5);
+    case 6: return _mm_insert_epi16(h, v, 6);
+    default: return _mm_insert_epi16(h, v, 7);
   }
 }
 
@@ -269,6 +274,91 @@ inline void tile_q8(float* y, int64_t ldy, const PreparedX& a, const void* w, co
     for (int j = 0; j < NR; ++j) y[(m0 + i) * ldy + n0 + j] = hsum(acc[i][j]) + (bias ? bias[n0 + j] : 0.0f);
 }
 
+// The int32 dot product of one block of int8 weights (as bytes) and int8 x. Kept out of
+// line, outside tile_q8_512's target: GCC 12 vectorises this loop inside a function that
+// allows AVX512-VNNI with vpdpbusd (unsigned x signed), which is wrong for signed x signed.
+__attribute__((noinline)) int32_t block_dot_q8(const uint8_t* w, const int8_t* x) {
+  int32_t isum = 0;
+  for (int k = 0; k < kQ8Block; ++k) isum += int32_t(int8_t(w[k])) * x[k];
+  return isum;
+}
+
+// True where the CPU has the 512-bit integer dot products tile_q8_512 needs (and the
+// prefill GEMM's 512-bit knob is on: MTB_NO_AVX512 turns both off).
+bool q8_vnni512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return has && gemm_avx512();
+}
+
+// The Q8_0 tile with AVX-512 VNNI, two blocks per 512-bit register. x comes as unsigned
+// bytes u = q + 128, so one vpdpbusd (u8 x s8, four products per int32 lane, exact) gives
+// sum (q + 128) w; starting it from -128 sum w (another vpdpbusd, once per W row and block
+// pair) leaves sum q w, the same int32 block sums as tile_q8, for any int8 weight. Lanes 0-7
+// hold the first block's partial sums and 8-15 the second's; each half is scaled by its own
+// weight x activation scale product.
+template <int MR, int NR>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c"))) void tile_q8_512(
+    float* y, int64_t ldy, const PreparedX& a, const void* w, const float* bias, int m0, int n0, int K, bool prefetch_next) {
+  static_assert(NR <= 4, "the scales of NR rows and 2 blocks fill 8 fp16 lanes");
+  __m512 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  const int nb = K / kQ8Block;
+  const size_t row_bytes = size_t(nb) * kQ8BlockBytes;
+  const uint8_t* wr[NR];
+  for (int j = 0; j < NR; ++j) wr[j] = static_cast<const uint8_t*>(w) + size_t(n0 + j) * row_bytes;
+  const uint8_t* next = prefetch_next ? wr[0] + NR * row_bytes : nullptr;
+  size_t fetched = 0;
+  const __m512i c128 = _mm512_set1_epi8(char(0x80)), zero = _mm512_setzero_si512();
+  // Scale lanes: [row 0..NR) of block b, then [row 0..NR) of block b+1]; row j's 16 lanes
+  // take element j (lanes 0-7) and NR + j (lanes 8-15).
+  __m512i pick[NR];
+  for (int j = 0; j < NR; ++j) pick[j] = _mm512_mask_blend_epi32(__mmask16(0xff00), _mm512_set1_epi32(j), _mm512_set1_epi32(NR + j));
+  const __mmask16 all = 0xffff;  // (the masked forms: GCC 12 warns on the unmasked ones)
+  const __mmask8 second = __mmask8(((1u << (2 * NR)) - 1) & ~((1u << NR) - 1));
+  int b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    if (next) prefetch_upto(next, fetched, size_t(b + 2) * kQ8BlockBytes * NR);
+    __m128i h = _mm_setzero_si128();
+    __m512i wq[NR], base[NR];
+    for (int j = 0; j < NR; ++j) {
+      const uint8_t* blk = wr[j] + size_t(b) * kQ8BlockBytes;
+      h = insert_u16(insert_u16(h, blk, j), blk + kQ8BlockBytes, NR + j);
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+      const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kQ8BlockBytes + 2));
+      wq[j] = _mm512_mask_broadcast_i64x4(_mm512_maskz_broadcast_i64x4(__mmask8(0x0f), lo), __mmask8(0xf0), hi);
+      base[j] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, c128, wq[j]));  // -128 sum w
+    }
+    const __m256 wd = _mm256_cvtph_ps(h);
+    for (int i = 0; i < MR; ++i) {
+      const size_t row = size_t(m0 + i);
+      const __m512i xu = _mm512_loadu_si512(a.u + row * K + size_t(b) * kQ8Block);
+      const float* xd = a.d + row * nb + b;
+      const __m256 dx = _mm256_mask_blend_ps(second, _mm256_set1_ps(xd[0]), _mm256_set1_ps(xd[1]));
+      const __m512 sd = _mm512_castpd_ps(_mm512_maskz_broadcast_f64x4(__mmask8(0xff), _mm256_castps_pd(_mm256_mul_ps(wd, dx))));
+      for (int j = 0; j < NR; ++j) {
+        const __m512 p = _mm512_maskz_cvtepi32_ps(all, _mm512_dpbusd_epi32(base[j], xu, wq[j]));
+        acc[i][j] = _mm512_fmadd_ps(p, _mm512_maskz_permutexvar_ps(all, pick[j], sd), acc[i][j]);
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) {
+      alignas(64) float t[16];
+      _mm512_store_ps(t, acc[i][j]);
+      float s = hsum(_mm256_add_ps(_mm256_load_ps(t), _mm256_load_ps(t + 8)));
+      for (int bb = b; bb < nb; ++bb) {  // an odd last block
+        const uint8_t* blk = wr[j] + size_t(bb) * kQ8BlockBytes;
+        uint16_t hh;
+        std::memcpy(&hh, blk, 2);
+        const int32_t isum = block_dot_q8(blk + 2, a.q + size_t(m0 + i) * K + size_t(bb) * kQ8Block);
+        s += _cvtsh_ss(hh) * a.d[size_t(m0 + i) * nb + bb] * float(isum);
+      }
+      y[(m0 + i) * ldy + n0 + j] = s + (bias ? bias[n0 + j] : 0.0f);
+    }
+}
+
 // Rows [n0, n1) of W against MR rows of x, NR rows of W at a time (each tile prefetching
 // the next within the range).
 template <DType T, int MR, int NR>
@@ -276,7 +366,10 @@ inline void rows(const MatmulJob& j, const PreparedX& a, int m0, int n0, int n1)
   int n = n0;
   for (; n + NR <= n1; n += NR) {
     const bool more = n + 2 * NR <= n1;
-    if constexpr (T == DType::Q8_0) tile_q8<MR, NR>(j.y, j.ldy, a, j.w, j.bias, m0, n, j.K, more);
+    if constexpr (T == DType::Q8_0) {
+      if (a.u) tile_q8_512<MR, NR>(j.y, j.ldy, a, j.w, j.bias, m0, n, j.K, more);
+      else tile_q8<MR, NR>(j.y, j.ldy, a, j.w, j.bias, m0, n, j.K, more);
+    }
     else if constexpr (T == DType::BF16) {
       if (a.wide) tile_bf16_512<MR, NR>(j.y, j.ldy, a, j.x, j.ldx, j.w, j.bias, m0, n, j.K, more);
       else tile_bf16<MR, NR>(j.y, j.ldy, a, j.x, j.ldx, j.w, j.bias, m0, n, j.K, more);
@@ -284,7 +377,10 @@ inline void rows(const MatmulJob& j, const PreparedX& a, int m0, int n0, int n1)
     else tile<T, MR, NR>(j.y, j.ldy, j.x, j.ldx, j.w, j.bias, m0, n, j.K, more);
   }
   for (; n < n1; ++n) {
-    if constexpr (T == DType::Q8_0) tile_q8<MR, 1>(j.y, j.ldy, a, j.w, j.bias, m0, n, j.K, false);
+    if constexpr (T == DType::Q8_0) {
+      if (a.u) tile_q8_512<MR, 1>(j.y, j.ldy, a, j.w, j.bias, m0, n, j.K, false);
+      else tile_q8<MR, 1>(j.y, j.ldy, a, j.w, j.bias, m0, n, j.K, false);
+    }
     else if constexpr (T == DType::BF16) {
       if (a.wide) tile_bf16_512<MR, 1>(j.y, j.ldy, a, j.x, j.ldx, j.w, j.bias, m0, n, j.K, false);
       else tile_bf16<MR, 1>(j.y, j.ldy, a, j.x, j.ldx, j.w, j.bias, m0, n, j.K, false);
@@ -411,6 +507,7 @@ void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs) {
   // Room for the prepared x of every small Q8_0 and BF16 job (a job with the same x and weight
   // type as the one before it, as q, k and v have, shares its rows).
   thread_local std::vector<int8_t> xq;
+  thread_local std::vector<uint8_t> xu;
   thread_local std::vector<float> xd, xe;
   size_t q_size = 0, e_size = 0;
   for (int i = 0; i < n_jobs; ++i) {
@@ -419,7 +516,9 @@ void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs) {
     if (j.wtype == DType::Q8_0) q_size += size_t(j.M) * j.K;
     if (j.wtype == DType::BF16) e_size += size_t(j.M) * j.K;
   }
+  const bool vnni = q8_vnni512();  // Q8_0 decode with 512-bit integer dot products
   if (xq.size() < q_size) xq.resize(q_size), xd.resize(q_size / kQ8Block);
+  if (vnni && xu.size() < q_size) xu.resize(q_size);
   if (xe.size() < e_size) xe.resize(e_size);
   size_t q_used = 0, e_used = 0;
   const bool wide = gemm_avx512();  // BF16 decode at 512 bits too
@@ -439,10 +538,14 @@ void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs) {
     if (same_x(j)) {
       act[small] = act[small - 1];
     } else if (j.wtype == DType::Q8_0) {
-      act[small] = {xq.data() + q_used, xd.data() + q_used / kQ8Block, nullptr};
+      act[small].q = xq.data() + q_used, act[small].d = xd.data() + q_used / kQ8Block;
       for (int m = 0; m < j.M; ++m)
         quantize_q8_act_avx2(j.x + m * j.ldx, j.K, xq.data() + q_used + size_t(m) * j.K,
                              xd.data() + (q_used + size_t(m) * j.K) / kQ8Block);
+      if (vnni) {
+        act[small].u = xu.data() + q_used;
+        for (size_t i = 0; i < size_t(j.M) * j.K; ++i) xu[q_used + i] = uint8_t(xq[q_used + i] + 128);
+      }
       q_used += size_t(j.M) * j.K;
     } else if (j.wtype == DType::BF16) {
       act[small].e = xe.data() + e_used, act[small].wide = wide;
