@@ -310,6 +310,26 @@ TEST(Rope, LayoutsPairDifferentDims) {
   EXPECT_EQ(x, (std::vector<float>{0, 1, 0, 0}));
 }
 
+TEST(Ops, VectorExpAndSiluTwinsAgainstStdExp) {
+  if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
+  // Every 1/64 over [-87, 88] plus the ends: e^x within 3e-7 relative of double exp.
+  std::vector<float> g;
+  for (float v = -87.0f; v <= 88.0f; v += 1.0f / 64) g.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-8f, -1e-8f, 0.34657359f, -0.34657359f, 88.5f, -87.3f}) g.push_back(v);
+  while (g.size() % 8) g.push_back(0.5f);
+  std::vector<float> e(g.size());
+  kernels::exp_avx2(g.data(), e.data(), int64_t(g.size()));
+  for (size_t i = 0; i < g.size(); ++i)
+    ASSERT_NEAR(e[i], std::exp(double(g[i])), 3e-7 * std::exp(double(g[i]))) << "x=" << g[i];
+  // SiLU·up: the twins agree, also where e^-g under- or overflows.
+  std::vector<float> gate = randn(1003, 11, 4.0f), up = randn(1003, 12);
+  gate[0] = -100.0f, gate[1] = 100.0f, gate[2] = -88.0f, gate[3] = 0.0f;
+  std::vector<float> fast = gate, ref = gate;
+  kernels::silu_mul_avx2(fast.data(), up.data(), int64_t(fast.size()));
+  kernels::silu_mul_ref(ref.data(), up.data(), int64_t(ref.size()));
+  for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 1e-6f * (1.0f + std::fabs(ref[i]))) << "g=" << gate[i];
+}
+
 TEST(Ops, NormsAndActivationsAsDefined) {
   std::vector<float> x = {1, 2, 3, 4}, g = {1, 0.5f, 2, 1}, out(4);
   kernels::rmsnorm(out.data(), 4, x.data(), 4, g.data(), 1, 4, 0.0f);

@@ -22,7 +22,14 @@
 namespace mtb::kernels {
 namespace {
 
+using avx2::exp8;
 using avx2::hsum;
+
+inline float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}
 using avx2::load1;
 using avx2::load8;
 
@@ -141,16 +148,26 @@ void attend(const AttentionArgs& a, int kvh, int j0, int j1, Task& t, float* s) 
     for (g = 0; g < t.nq; ++g) {
       float* sg = s + g * KB;
       const int valid = std::clamp(t.limit[g] - b0, 0, nk);
-      float mx = -INFINITY;
-      for (int j = 0; j < valid; ++j) mx = std::max(mx, sg[j]);
       if (valid == 0) {
         std::fill(sg, sg + nk, 0.0f);
         continue;
       }
+      __m256 mv = _mm256_set1_ps(-INFINITY);
+      int j = 0;
+      for (; j + 8 <= valid; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(sg + j));
+      float mx = hmax(mv);
+      for (; j < valid; ++j) mx = std::max(mx, sg[j]);
       const float m = std::max(t.m[g], mx);
       const float c = std::exp(t.m[g] - m);  // 0 on the first block (m = -inf)
-      float sum = 0.0f;
-      for (int j = 0; j < valid; ++j) sum += sg[j] = std::exp(sg[j] - m);
+      const __m256 mb = _mm256_set1_ps(m);
+      __m256 sv = _mm256_setzero_ps();
+      for (j = 0; j + 8 <= valid; j += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sg + j), mb));
+        _mm256_storeu_ps(sg + j, e);
+        sv = _mm256_add_ps(sv, e);
+      }
+      float sum = hsum(sv);
+      for (; j < valid; ++j) sum += sg[j] = std::exp(sg[j] - m);
       std::fill(sg + valid, sg + nk, 0.0f);
       if (c != 1.0f) {
         const __m256 cv = _mm256_set1_ps(c);

@@ -1,5 +1,7 @@
 #include "mtb/kernels/ops.h"
 
+#include "mtb/kernels/cpu.h"
+
 #include <cmath>
 
 namespace mtb::kernels {
@@ -51,6 +53,11 @@ void rope(float* x, int n_tokens, int64_t token_stride, int n_heads, int64_t hea
 }
 
 void silu_mul(float* gate, const float* up, int64_t n) {
+  if (use_avx2()) silu_mul_avx2(gate, up, n);
+  else silu_mul_ref(gate, up, n);
+}
+
+void silu_mul_ref(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     gate[i] = g / (1.0f + std::exp(-g)) * up[i];

@@ -25,8 +25,14 @@ enum class RopeLayout {
 void rope(float* x, int n_tokens, int64_t token_stride, int n_heads, int64_t head_stride,
           int rot_dim, const float* cos, const float* sin, RopeLayout layout);
 
-// gate[i] = silu(gate[i]) * up[i] for n elements (SwiGLU's middle).
+// gate[i] = silu(gate[i]) * up[i] for n elements (SwiGLU's middle). The AVX2 twin (picked
+// when available) computes e^-g with avx2::exp8 (relative error under 3e-7).
 void silu_mul(float* gate, const float* up, int64_t n);
+void silu_mul_ref(float* gate, const float* up, int64_t n);
+void silu_mul_avx2(float* gate, const float* up, int64_t n);
+
+// y[i] = e^x[i] with avx2::exp8 (for its test; the kernels call exp8 itself).
+void exp_avx2(const float* x, float* y, int64_t n);
 
 // x[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (GPT-2's GELU).
 void gelu_tanh(float* x, int64_t n);

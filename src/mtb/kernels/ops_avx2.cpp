@@ -1,0 +1,29 @@
+// AVX2+FMA twins of ops.h's element-wise kernels (compiled with -mavx2 -mfma -mf16c; only
+// called when the CPU has them).
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "mtb/kernels/load_avx2.h"
+#include "mtb/kernels/ops.h"
+
+namespace mtb::kernels {
+
+void silu_mul_avx2(float* gate, const float* up, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = avx2::exp8(_mm256_xor_ps(g, sign));  // e^-g
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void exp_avx2(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, avx2::exp8(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] = std::exp(x[i]);
+}
+
+}  // namespace mtb::kernels
