@@ -1,8 +1,10 @@
 // AVX2+FMA matrix products y = x · W^T. Compiled with -mavx2 -mfma -mf16c; only called
 // when the CPU has them (see cpu.h). Decode-sized products (few rows of x): threads split the
-// rows of W (of all the jobs of one call); weights are read in their stored type (F32, BF16,
-// F16) and widened to float in registers, never converted up front, so decoding streams each
-// weight byte once. Q8_0 weights meet x rounded to Q8_0 blocks, in int8 multiply-adds. Each
+// rows of W (of all the jobs of one call); weights are read in their stored type, never
+// converted up front, so decoding streams each weight byte once: F32 and F16 widened to float
+// in registers, BF16 split into even/odd halves, Q8_0 in int8 multiply-adds against x rounded
+// to Q8_0 blocks. Where the CPU has AVX-512 (and the GEMM's 512-bit knob is on) the BF16 and
+// Q8_0 tiles run at 512 bits (target attributes; Q8_0 with VNNI). Each
 // tile of rows of W prefetches the next tile (rows of W lie one after another), so the
 // memory stream runs ahead even when rows are too short for the hardware prefetcher to
 // catch up (measured: BF16 rows of 1,024 went from 18 to 25 GB/s).
