@@ -1,7 +1,7 @@
 // AVX2+FMA causal attention for training, forward and backward. Tasks are (sequence,
 // kv head) pairs split over the pool's threads: a task handles every query head of its
 // group, so the dk/dv rows of a kv head have a single writer and results do not depend on
-// the thread count. Exponentials are computed eight at a time (exp8 below).
+// the thread count. Exponentials are computed eight at a time (avx2::exp8).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "mtb/core/parallel.h"
 #include "mtb/kernels/attention_grad.h"
+#include "mtb/kernels/load_avx2.h"
 #include "mtb/kernels/tasks.h"
 
 namespace mtb::kernels {
@@ -43,23 +44,7 @@ inline void axpy(float* y, float w, const float* x, int n) {
   for (; i < n; ++i) y[i] += w * x[i];
 }
 
-// e^x for x <= 0 (softmax arguments), eight lanes: Cephes' range reduction and polynomial.
-inline __m256 exp8(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-}
+using avx2::exp8;  // e^x, eight lanes (load_avx2.h)
 
 // p[j] = exp(p[j] - sub) for j < n; returns the sum.
 inline float exp_shift(float* p, int n, float sub) {

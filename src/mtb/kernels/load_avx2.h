@@ -1,5 +1,5 @@
-// Loads shared by the AVX2 kernels: stored elements (F32, BF16, F16) widened to float in
-// registers, and a horizontal sum. Include only from *_avx2.cpp files (compiled with
+// Helpers shared by the AVX2 kernels: stored elements (F32, BF16, F16) widened to float in
+// registers, a horizontal sum, and e^x eight lanes at a time. Include only from *_avx2.cpp files (compiled with
 // -mavx2 -mfma -mf16c).
 #pragma once
 #include <immintrin.h>

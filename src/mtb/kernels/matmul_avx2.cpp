@@ -30,15 +30,29 @@ using avx2::load8;
 
 using avx2::hsum;
 
-// Prefetches (into L1) the bytes [from, to) of the next tile, a cache line at a time; `at`
-// is the next line to fetch, so calls with growing `to` walk the tile once.
-inline void prefetch_upto(const uint8_t* next, size_t& at, size_t to) {
-  for (; at < to; at += 64) _mm_prefetch(reinterpret_cast<const char*>(next + at), _MM_HINT_T0);
-}
+// The NR rows of W a tile reads (r[j]: row n0 + j, row_bytes each; rows lie one after
+// another), and the prefetch of the following tile's bytes into L1 while this one runs.
+template <int NR>
+struct TileRows {
+  const uint8_t* r[NR];
+  const uint8_t* next;  // the next tile's first byte, or null: no prefetching
+  size_t fetched = 0;   // bytes of the next tile prefetched so far
+
+  TileRows(const void* w, int n0, size_t row_bytes, bool prefetch_next) {
+    for (int j = 0; j < NR; ++j) r[j] = static_cast<const uint8_t*>(w) + size_t(n0 + j) * row_bytes;
+    next = prefetch_next ? r[0] + NR * row_bytes : nullptr;
+  }
+  // Prefetches the next tile up to byte `to`, a cache line at a time (calls with growing
+  // `to` walk it once).
+  void prefetch_upto(size_t to) {
+    if (next)
+      for (; fetched < to; fetched += 64) _mm_prefetch(reinterpret_cast<const char*>(next + fetched), _MM_HINT_T0);
+  }
+};
 
 // y[m0..m0+MR) x [n0..n0+NR): MR rows of x (ldx apart) against NR rows of W; y rows ldy apart.
-// `next`: the following tile's weights (NR rows from n0+NR), prefetched while this one runs,
-// or null.
+// prefetch_next: prefetch the following tile's weights (NR rows from n0+NR) while this one
+// runs.
 template <DType T, int MR, int NR>
 inline void tile(float* y, int64_t ldy, const float* x, int64_t ldx, const void* w, const float* bias, int m0, int n0,
                  int K, bool prefetch_next) {
@@ -46,16 +60,14 @@ inline void tile(float* y, int64_t ldy, const float* x, int64_t ldx, const void*
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
   const size_t row_bytes = dtype_bytes(T, K);
-  const uint8_t* wr[NR];
-  for (int j = 0; j < NR; ++j) wr[j] = static_cast<const uint8_t*>(w) + size_t(n0 + j) * row_bytes;
-  const uint8_t* next = prefetch_next ? wr[0] + NR * row_bytes : nullptr;
-  size_t fetched = 0;
+  TileRows<NR> tr(w, n0, row_bytes, prefetch_next);
+  const uint8_t* const* wr = tr.r;
   const float* xr[MR];
   for (int i = 0; i < MR; ++i) xr[i] = x + (m0 + i) * ldx;
   constexpr int kElem = T == DType::F32 ? 4 : 2, kStep = 64 / kElem;  // a cache line per row
   int k = 0;
   for (; k + kStep <= K; k += kStep) {
-    if (next) prefetch_upto(next, fetched, size_t(k + kStep) * kElem * NR);
+    tr.prefetch_upto(size_t(k + kStep) * kElem * NR);
     for (int s = 0; s < kStep; s += 8) {
       __m256 wv[NR];
       for (int j = 0; j < NR; ++j) wv[j] = load8<T>(wr[j], k + s);
@@ -128,10 +140,8 @@ inline void tile_bf16(float* y, int64_t ldy, const PreparedX& a, const float* x,
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
   const size_t row_bytes = size_t(K) * 2;
-  const uint8_t* wr[NR];
-  for (int j = 0; j < NR; ++j) wr[j] = static_cast<const uint8_t*>(w) + size_t(n0 + j) * row_bytes;
-  const uint8_t* next = prefetch_next ? wr[0] + NR * row_bytes : nullptr;
-  size_t fetched = 0;
+  TileRows<NR> tr(w, n0, row_bytes, prefetch_next);
+  const uint8_t* const* wr = tr.r;
   const __m256i high = _mm256_set1_epi32(int32_t(0xffff0000u));
   auto step = [&](int k) {
     __m256 we[NR], wo[NR];
@@ -148,7 +158,7 @@ inline void tile_bf16(float* y, int64_t ldy, const PreparedX& a, const float* x,
   };
   int k = 0;
   for (; k + 32 <= K; k += 32) {  // a cache line per row
-    if (next) prefetch_upto(next, fetched, size_t(k + 32) * 2 * NR);
+    tr.prefetch_upto(size_t(k + 32) * 2 * NR);
     step(k), step(k + 16);
   }
   for (; k + 16 <= K; k += 16) step(k);
@@ -171,14 +181,12 @@ __attribute__((target("avx512f,avx512bw"))) void tile_bf16_512(float* y, int64_t
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   const size_t row_bytes = size_t(K) * 2;
-  const uint8_t* wr[NR];
-  for (int j = 0; j < NR; ++j) wr[j] = static_cast<const uint8_t*>(w) + size_t(n0 + j) * row_bytes;
-  const uint8_t* next = prefetch_next ? wr[0] + NR * row_bytes : nullptr;
-  size_t fetched = 0;
+  TileRows<NR> tr(w, n0, row_bytes, prefetch_next);
+  const uint8_t* const* wr = tr.r;
   const __m512i high = _mm512_set1_epi32(int32_t(0xffff0000u));
   int k = 0;
   for (; k + 32 <= K; k += 32) {  // a cache line per row
-    if (next) prefetch_upto(next, fetched, size_t(k + 32) * 2 * NR);
+    tr.prefetch_upto(size_t(k + 32) * 2 * NR);
     __m512 we[NR], wo[NR];
     for (int j = 0; j < NR; ++j) {
       const __m512i v = _mm512_loadu_si512(wr[j] + size_t(k) * 2);
@@ -245,13 +253,11 @@ inline void tile_q8(float* y, int64_t ldy, const PreparedX& a, const void* w, co
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
   const int nb = K / kQ8Block;
   const size_t row_bytes = size_t(nb) * kQ8BlockBytes;
-  const uint8_t* wr[NR];
-  for (int j = 0; j < NR; ++j) wr[j] = static_cast<const uint8_t*>(w) + size_t(n0 + j) * row_bytes;
-  const uint8_t* next = prefetch_next ? wr[0] + NR * row_bytes : nullptr;
-  size_t fetched = 0;
+  TileRows<NR> tr(w, n0, row_bytes, prefetch_next);
+  const uint8_t* const* wr = tr.r;
   const __m256i ones = _mm256_set1_epi16(1);
   for (int b = 0; b < nb; ++b) {
-    if (next) prefetch_upto(next, fetched, size_t(b + 1) * kQ8BlockBytes * NR);
+    tr.prefetch_upto(size_t(b + 1) * kQ8BlockBytes * NR);
     __m256i wq[NR], wabs[NR];
     __m128i h = _mm_setzero_si128();  // the NR fp16 scales, converted together
     for (int j = 0; j < NR; ++j) {
@@ -308,10 +314,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c"))) void ti
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
   const int nb = K / kQ8Block;
   const size_t row_bytes = size_t(nb) * kQ8BlockBytes;
-  const uint8_t* wr[NR];
-  for (int j = 0; j < NR; ++j) wr[j] = static_cast<const uint8_t*>(w) + size_t(n0 + j) * row_bytes;
-  const uint8_t* next = prefetch_next ? wr[0] + NR * row_bytes : nullptr;
-  size_t fetched = 0;
+  TileRows<NR> tr(w, n0, row_bytes, prefetch_next);
+  const uint8_t* const* wr = tr.r;
   const __m512i c128 = _mm512_set1_epi8(char(0x80)), zero = _mm512_setzero_si512();
   // Scale lanes: [row 0..NR) of block b, then [row 0..NR) of block b+1]; row j's 16 lanes
   // take element j (lanes 0-7) and NR + j (lanes 8-15).
@@ -321,7 +325,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c"))) void ti
   const __mmask8 second = __mmask8(((1u << (2 * NR)) - 1) & ~((1u << NR) - 1));
   int b = 0;
   for (; b + 2 <= nb; b += 2) {
-    if (next) prefetch_upto(next, fetched, size_t(b + 2) * kQ8BlockBytes * NR);
+    tr.prefetch_upto(size_t(b + 2) * kQ8BlockBytes * NR);
     __m128i h = _mm_setzero_si128();
     __m512i wq[NR], base[NR];
     for (int j = 0; j < NR; ++j) {
