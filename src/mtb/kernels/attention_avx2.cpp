@@ -24,12 +24,7 @@ namespace {
 
 using avx2::exp8;
 using avx2::hsum;
-
-inline float hmax(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
-}
+using avx2::max_of;
 using avx2::load1;
 using avx2::load8;
 
@@ -152,16 +147,12 @@ void attend(const AttentionArgs& a, int kvh, int j0, int j1, Task& t, float* s) 
         std::fill(sg, sg + nk, 0.0f);
         continue;
       }
-      __m256 mv = _mm256_set1_ps(-INFINITY);
-      int j = 0;
-      for (; j + 8 <= valid; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(sg + j));
-      float mx = hmax(mv);
-      for (; j < valid; ++j) mx = std::max(mx, sg[j]);
-      const float m = std::max(t.m[g], mx);
+      const float m = std::max(t.m[g], max_of(sg, valid));
       const float c = std::exp(t.m[g] - m);  // 0 on the first block (m = -inf)
       const __m256 mb = _mm256_set1_ps(m);
       __m256 sv = _mm256_setzero_ps();
-      for (j = 0; j + 8 <= valid; j += 8) {
+      int j = 0;
+      for (; j + 8 <= valid; j += 8) {
         const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(sg + j), mb));
         _mm256_storeu_ps(sg + j, e);
         sv = _mm256_add_ps(sv, e);

@@ -45,6 +45,7 @@ inline void axpy(float* y, float w, const float* x, int n) {
 }
 
 using avx2::exp8;  // e^x, eight lanes (load_avx2.h)
+using avx2::max_of;
 
 // p[j] = exp(p[j] - sub) for j < n; returns the sum.
 inline float exp_shift(float* p, int n, float sub) {
@@ -61,18 +62,6 @@ inline float exp_shift(float* p, int n, float sub) {
   return sum;
 }
 
-// max of p[0..n), n >= 1.
-inline float max_of(const float* p, int n) {
-  __m256 m = _mm256_set1_ps(-INFINITY);
-  int j = 0;
-  for (; j + 8 <= n; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(p + j));
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_max_ss(h, _mm_movehdup_ps(h));
-  float r = _mm_cvtss_f32(h);
-  for (; j < n; ++j) r = std::max(r, p[j]);
-  return r;
-}
 
 struct Scratch {
   std::vector<float> p, ds, acc;

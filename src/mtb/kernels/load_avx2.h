@@ -4,6 +4,7 @@
 #pragma once
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "mtb/core/dtype.h"
@@ -61,6 +62,23 @@ inline float hsum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// The largest of v's eight lanes.
+inline float hmax(__m256 v) {
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+}
+
+// The largest of p[0..n), n >= 1.
+inline float max_of(const float* p, int n) {
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  int j = 0;
+  for (; j + 8 <= n; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(p + j));
+  float r = hmax(m);
+  for (; j < n; ++j) r = r < p[j] ? p[j] : r;
+  return r;
 }
 
 }  // namespace mtb::kernels::avx2
