@@ -9,7 +9,7 @@
 
 namespace mtb::kernels {
 
-double read_gb_per_s_avx2(const float* data, size_t n, int reps, int prefetch) {
+double read_gb_per_s_avx2(const float* data, size_t n, int reps, int prefetch, int far) {
   using clock = std::chrono::steady_clock;
   double best = 0;
   std::vector<float> sink(size_t(num_threads()) * 8);
@@ -23,6 +23,8 @@ double read_gb_per_s_avx2(const float* data, size_t n, int reps, int prefetch) {
         for (size_t i = lo; i < hi; i += 32) {
           if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(data + i) + prefetch, _MM_HINT_T0),
                         _mm_prefetch(reinterpret_cast<const char*>(data + i) + prefetch + 64, _MM_HINT_T0);
+          if (far) _mm_prefetch(reinterpret_cast<const char*>(data + i) + prefetch + far, _MM_HINT_T2),
+                   _mm_prefetch(reinterpret_cast<const char*>(data + i) + prefetch + far + 64, _MM_HINT_T2);
           a0 = _mm256_add_ps(a0, _mm256_load_ps(data + i));
           a1 = _mm256_add_ps(a1, _mm256_load_ps(data + i + 8));
           a2 = _mm256_add_ps(a2, _mm256_load_ps(data + i + 16));
