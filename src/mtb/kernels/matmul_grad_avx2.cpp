@@ -43,22 +43,26 @@ inline void transpose8(__m256 r[8]) {
   r[6] = _mm256_permute2f128_ps(s2, s6, 0x31), r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
-// Rows [i0, i0+m) x inner [k0, k0+kc) of A as panels of MR rows: dst[panel][k][r].
-// dst needs 8 floats of slack past the last panel (full panels store 8 wide).
+// Rows [i0, i0+m) x inner [k0, k0+kc) of A as panels of MR rows: dst[panel][k][r] (rows
+// past m zero). Writes exactly the panels' floats, so blocks can be packed side by side in
+// parallel.
 void pack_a(const MatView& A, int i0, int m, int k0, int kc, float* dst) {
+  const __m256i six = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
   for (int p = 0; p < m; p += MR) {
     const int rows = std::min(MR, m - p);
     const float* base = A.p + int64_t(i0 + p) * A.rs + int64_t(k0) * A.cs;
     int k = 0;
     if (A.cs == 1 && rows == MR) {
       // Rows contiguous in k: transpose 8 k at a time; each k's 6 values are stored 8 wide,
-      // the 2 extra lanes overwritten by the next k (or the next panel, packed later).
+      // the 2 extra lanes overwritten by the next k (the panel's last k stores 6).
       for (; k + 8 <= kc; k += 8) {
         __m256 r[8];
         for (int i = 0; i < MR; ++i) r[i] = _mm256_loadu_ps(base + int64_t(i) * A.rs + k);
         r[6] = r[7] = _mm256_setzero_ps();
         transpose8(r);
-        for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (k + j) * MR, r[j]);
+        for (int j = 0; j < 8; ++j)
+          if (k + j + 1 < kc) _mm256_storeu_ps(dst + (k + j) * MR, r[j]);
+          else _mm256_maskstore_ps(dst + (k + j) * MR, six, r[j]);
       }
     }
     for (; k < kc; ++k) {
@@ -177,19 +181,19 @@ bool avx512_supported() {
 }
 std::atomic<bool> g_avx512{true};
 
-struct Buffers {
-  std::vector<float> a, b;
-};
 
 }  // namespace
 
 void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
-  // Tasks: a column tile of a job's C (NC wide) x a group of its row blocks (MC high). Each
-  // KC-slice of B is packed once per task and reused by every row block of the group; groups
-  // give about 4 tasks per thread per job. Tasks of all jobs go out dynamically (tasks.h).
+  // Two parallel phases. First every term's A is packed once, whole (panels of MR rows per
+  // KC-slice of the inner dimension), shared by all tasks. Then the tasks: a column tile of
+  // a job's C (NC wide) x a group of its row blocks (MC high); each KC-slice of B is packed
+  // once per task and reused by every row block of the group; groups give about 4 tasks per
+  // thread per job. Tasks of all jobs go out dynamically (tasks.h).
   struct Tiling {
     int tiles_n = 0, groups_m = 0, group_rows = 0;
-    int64_t first = 0;  // index of the job's first task
+    int64_t first = 0;                 // index of the job's first task
+    int64_t a_at[GemmJob::kMaxTerms];  // where each term's packed A starts in `packed`
   };
   constexpr int kMaxJobs = 16;
   if (n_jobs > kMaxJobs) {  // more jobs than the tiling table holds: run them in slices
@@ -198,8 +202,12 @@ void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
     return;
   }
   Tiling tiling[kMaxJobs];
-  int64_t tasks = 0;
+  int64_t tasks = 0, packed_floats = 0;
   double flops = 0;
+  struct PackUnit {
+    int job, term, k0, i0;
+  };
+  std::vector<PackUnit> units;
   for (int q = 0; q < n_jobs; ++q) {
     const GemmJob& job = jobs[q];
     Tiling& t = tiling[q];
@@ -210,13 +218,38 @@ void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
     t.groups_m = std::clamp((4 * num_threads() + t.tiles_n - 1) / t.tiles_n, 1, blocks_m);
     t.group_rows = (blocks_m + t.groups_m - 1) / t.groups_m * MC;
     tasks += int64_t(t.tiles_n) * t.groups_m;
-    for (int k = 0; k < job.n_terms; ++k) flops += 2.0 * job.M * job.N * double(job.terms[k].K);
+    const int64_t rows_padded = (job.M + MR - 1) / MR * MR;
+    for (int k = 0; k < job.n_terms; ++k) {
+      flops += 2.0 * job.M * job.N * double(job.terms[k].K);
+      t.a_at[k] = packed_floats;
+      packed_floats += rows_padded * job.terms[k].K;
+      for (int k0 = 0; k0 < job.terms[k].K; k0 += KC)
+        for (int i0 = 0; i0 < job.M; i0 += MC) units.push_back({q, k, k0, i0});
+    }
   }
+  // Term k's A, slice k0, rows from i0 (a multiple of MR) packed at a_at[k] + rows_padded·k0
+  // + i0·kc: each slice holds rows_padded x kc floats, and every slice before it is KC deep.
+  auto packed_a = [&](float* packed, int q, int k, int k0, int i0) {
+    const int64_t rows_padded = (jobs[q].M + MR - 1) / MR * MR;
+    const int kc = std::min(KC, jobs[q].terms[k].K - k0);
+    return packed + tiling[q].a_at[k] + rows_padded * k0 + int64_t(i0) * kc;
+  };
+  thread_local std::vector<float> packed_buf;
+  if (packed_buf.size() < size_t(packed_floats)) packed_buf.resize(size_t(packed_floats));
+  float* packed = packed_buf.data();  // (the workers' own thread_local packed_buf is another vector)
+  const bool serial = flops < 1e5;
+  run_tasks(int64_t(units.size()), [&](int64_t u, int) {
+    const PackUnit& pu = units[size_t(u)];
+    const GemmJob& job = jobs[pu.job];
+    const GemmTerm& term = job.terms[pu.term];
+    pack_a(term.A, pu.i0, std::min(MC, job.M - pu.i0), pu.k0, std::min(KC, term.K - pu.k0),
+           packed_a(packed, pu.job, pu.term, pu.k0, pu.i0));
+  }, serial);
   const bool wide = gemm_avx512();
   run_tasks(tasks, [&](int64_t task, int) {
-    thread_local Buffers buf;
-    if (buf.a.size() < size_t(MC) * KC + 8) buf.a.resize(size_t(MC) * KC + 8);
-    if (buf.b.size() < size_t(NC) * KC) buf.b.resize(size_t(NC) * KC);
+    thread_local std::vector<float> buf_b;
+    if (buf_b.size() < size_t(NC) * KC) buf_b.resize(size_t(NC) * KC);
+    float* const bp0 = buf_b.data();
     int q = 0;
     while (q + 1 < n_jobs && tiling[q + 1].first <= task) ++q;
     const GemmJob& job = jobs[q];
@@ -229,17 +262,17 @@ void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
       const GemmTerm& term = job.terms[k];
       for (int k0 = 0; k0 < term.K; k0 += KC) {
         const int kc = std::min(KC, term.K - k0);
-        pack_b(term.B, k0, kc, j0, n, buf.b.data());
+        pack_b(term.B, k0, kc, j0, n, bp0);
         for (int i0 = g0; i0 < g1; i0 += MC) {
           const int m = std::min(MC, g1 - i0);
-          pack_a(term.A, i0, m, k0, kc, buf.a.data());
+          const float* a0 = packed_a(packed, q, k, k0, i0);
           int jr = 0;
           if (wide)  // pairs of full B panels, full A panels in 512-bit registers
             for (; jr + 2 * NR <= n; jr += 2 * NR)
               for (int ir = 0; ir < m; ir += MR) {
-                const float* ap = buf.a.data() + size_t(ir) * kc;
+                const float* ap = a0 + size_t(ir) * kc;
                 float* cp = job.C + (i0 + ir) * job.ldc + j0 + jr;
-                const float* bp = buf.b.data() + size_t(jr) * kc;
+                const float* bp = bp0 + size_t(jr) * kc;
                 if (m - ir >= MR) {
                   micro512(kc, ap, bp, bp + size_t(NR) * kc, cp, job.ldc, add);
                 } else {
@@ -249,15 +282,15 @@ void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
               }
           for (; jr < n; jr += NR)
             for (int ir = 0; ir < m; ir += MR)
-              micro(kc, buf.a.data() + size_t(ir) * kc, buf.b.data() + size_t(jr) * kc,
-                    job.C + (i0 + ir) * job.ldc + j0 + jr, job.ldc, std::min(MR, m - ir), std::min(NR, n - jr), add);
+              micro(kc, a0 + size_t(ir) * kc, bp0 + size_t(jr) * kc, job.C + (i0 + ir) * job.ldc + j0 + jr, job.ldc,
+                    std::min(MR, m - ir), std::min(NR, n - jr), add);
         }
         add = true;
       }
     }
     if (!add)  // no inner dimension at all: C = 0
       for (int i = g0; i < g1; ++i) std::fill(job.C + i * job.ldc + j0, job.C + i * job.ldc + j0 + n, 0.0f);
-  }, flops < 1e5);
+  }, serial);
 }
 
 bool gemm_avx512() { return avx512_supported() && g_avx512.load(std::memory_order_relaxed); }
