@@ -71,7 +71,7 @@ void BM_Attention(benchmark::State& state) {
 }
 BENCHMARK(BM_Attention)
     ->ArgNames({"T", "H", "KV", "dh", "fast"})
-    ->Args({256, 16, 8, 128, 1})->Args({256, 16, 8, 128, 0})
+    ->Args({256, 16, 8, 128, 1})->Args({256, 16, 8, 128, 0})->Args({512, 16, 8, 128, 1})
     ->UseRealTime();
 
 }  // namespace

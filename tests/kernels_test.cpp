@@ -197,16 +197,23 @@ kernels::AttentionArgs make_args(int T, int pos0, int H, int KV, int qk, int dv,
 TEST(Attention, FastEqualsScalar) {
   if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
   struct Case { int T, pos0, H, KV, qk, dv; };
-  for (Case c : {Case{1, 0, 1, 1, 8, 8}, Case{7, 0, 4, 2, 16, 16}, Case{5, 9, 6, 1, 20, 12}, Case{40, 0, 8, 8, 64, 64},
-                 Case{33, 3, 4, 4, 48, 32}}) {
-    const int keys = c.pos0 + c.T;
-    const auto q = randn(size_t(c.T) * c.H * c.qk, 7), k = randn(size_t(keys) * c.KV * c.qk, 8),
-               v = randn(size_t(keys) * c.KV * c.dv, 9);
-    std::vector<float> fast(size_t(c.T) * c.H * c.dv), ref(fast.size());
-    kernels::attention_avx2(make_args(c.T, c.pos0, c.H, c.KV, c.qk, c.dv, q, k, v, fast));
-    kernels::attention_ref(make_args(c.T, c.pos0, c.H, c.KV, c.qk, c.dv, q, k, v, ref));
-    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 2e-5f) << "T=" << c.T << " at " << i;
+  // Head sizes of whole 512-bit vectors (16, 64, 48/32) run at 512 bits where the CPU has
+  // AVX-512; both widths are checked.
+  for (bool wide : {true, false}) {
+    kernels::gemm_allow_avx512(wide);
+    for (Case c : {Case{1, 0, 1, 1, 8, 8}, Case{7, 0, 4, 2, 16, 16}, Case{5, 9, 6, 1, 20, 12},
+                   Case{40, 0, 8, 8, 64, 64}, Case{33, 3, 4, 4, 48, 32}, Case{70, 0, 16, 8, 128, 128}}) {
+      const int keys = c.pos0 + c.T;
+      const auto q = randn(size_t(c.T) * c.H * c.qk, 7), k = randn(size_t(keys) * c.KV * c.qk, 8),
+                 v = randn(size_t(keys) * c.KV * c.dv, 9);
+      std::vector<float> fast(size_t(c.T) * c.H * c.dv), ref(fast.size());
+      kernels::attention_avx2(make_args(c.T, c.pos0, c.H, c.KV, c.qk, c.dv, q, k, v, fast));
+      kernels::attention_ref(make_args(c.T, c.pos0, c.H, c.KV, c.qk, c.dv, q, k, v, ref));
+      for (size_t i = 0; i < ref.size(); ++i)
+        ASSERT_NEAR(fast[i], ref[i], 2e-5f) << (wide ? "512-bit" : "256-bit") << " T=" << c.T << " at " << i;
+    }
   }
+  kernels::gemm_allow_avx512(true);
 }
 
 TEST(Attention, FastEqualsScalarWhenKeysAreSplitOrHeadsMany) {
@@ -215,23 +222,29 @@ TEST(Attention, FastEqualsScalarWhenKeysAreSplitOrHeadsMany) {
   // BF16 / F16 cache.
   if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
   struct Case { int T, pos0, H, KV, qk, dv; DType kv; };
-  for (Case c : {Case{1, 1500, 16, 1, 72, 64, DType::F32}, Case{2, 700, 4, 2, 40, 24, DType::F32},
-                 Case{3, 10, 80, 1, 16, 8, DType::F32}, Case{1, 900, 8, 1, 36, 32, DType::BF16},
-                 Case{17, 300, 6, 2, 24, 16, DType::F16}}) {
-    const int keys = c.pos0 + c.T;
-    const auto q = randn(size_t(c.T) * c.H * c.qk, 7), k = randn(size_t(keys) * c.KV * c.qk, 8),
-               v = randn(size_t(keys) * c.KV * c.dv, 9);
-    const auto kh = to_half(k, c.kv), vh = to_half(v, c.kv);
-    std::vector<float> fast(size_t(c.T) * c.H * c.dv), ref(fast.size());
-    for (std::vector<float>* out : {&fast, &ref}) {
-      kernels::AttentionArgs a = make_args(c.T, c.pos0, c.H, c.KV, c.qk, c.dv, q, k, v, *out);
-      if (c.kv != DType::F32) a.kv_type = c.kv, a.k = kh.data(), a.v = vh.data();
-      if (out == &fast) kernels::attention_avx2(a);
-      else kernels::attention_ref(a);
+  for (bool wide : {true, false}) {
+    kernels::gemm_allow_avx512(wide);
+    for (Case c : {Case{1, 1500, 16, 1, 72, 64, DType::F32}, Case{2, 700, 4, 2, 40, 24, DType::F32},
+                   Case{3, 10, 80, 1, 16, 8, DType::F32}, Case{1, 900, 8, 1, 36, 32, DType::BF16},
+                   Case{17, 300, 6, 2, 24, 16, DType::F16}, Case{1, 1500, 16, 1, 576, 512, DType::F32},
+                   Case{5, 600, 8, 2, 64, 64, DType::BF16}, Case{9, 300, 4, 4, 32, 48, DType::F16}}) {
+      const int keys = c.pos0 + c.T;
+      const auto q = randn(size_t(c.T) * c.H * c.qk, 7), k = randn(size_t(keys) * c.KV * c.qk, 8),
+                 v = randn(size_t(keys) * c.KV * c.dv, 9);
+      const auto kh = to_half(k, c.kv), vh = to_half(v, c.kv);
+      std::vector<float> fast(size_t(c.T) * c.H * c.dv), ref(fast.size());
+      for (std::vector<float>* out : {&fast, &ref}) {
+        kernels::AttentionArgs a = make_args(c.T, c.pos0, c.H, c.KV, c.qk, c.dv, q, k, v, *out);
+        if (c.kv != DType::F32) a.kv_type = c.kv, a.k = kh.data(), a.v = vh.data();
+        if (out == &fast) kernels::attention_avx2(a);
+        else kernels::attention_ref(a);
+      }
+      for (size_t i = 0; i < ref.size(); ++i)
+        ASSERT_NEAR(fast[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i])))
+            << (wide ? "512-bit" : "256-bit") << " H=" << c.H << " pos0=" << c.pos0 << " at " << i;
     }
-    for (size_t i = 0; i < ref.size(); ++i)
-      ASSERT_NEAR(fast[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i]))) << "H=" << c.H << " pos0=" << c.pos0 << " at " << i;
   }
+  kernels::gemm_allow_avx512(true);
 }
 
 TEST(Matmul, JobsEqualScalarTwinWithStridesAndBothPaths) {

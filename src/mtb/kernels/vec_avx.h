@@ -1,0 +1,59 @@
+// Vector width as a type, for kernels written once and compiled for 256- and 512-bit
+// registers (see attention_avx2.cpp): Vec256 (AVX2+FMA) and Vec512 (AVX-512F/BW/DQ, its
+// functions compiled for that target, so only callable from code compiled for it). Each
+// holds kLanes floats and offers the same few operations. Include only from *_avx2.cpp files.
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "mtb/core/dtype.h"
+#include "mtb/kernels/load_avx2.h"
+
+namespace mtb::kernels {
+
+struct Vec256 {
+  using F = __m256;
+  static constexpr int kLanes = 8;
+  static F zero() { return _mm256_setzero_ps(); }
+  static F set1(float v) { return _mm256_set1_ps(v); }
+  static F loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static void storeu(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  // Elements p[i .. i + kLanes) of type T as floats.
+  template <DType T> static F load(const void* p, int64_t i) { return avx2::load8<T>(p, i); }
+  // The sums of lanes 8j..8j+8 folded to 8 lanes (here: v itself).
+  static __m256 fold8(F v) { return v; }
+};
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl")
+struct Vec512 {
+  using F = __m512;
+  static constexpr int kLanes = 16;
+  static F zero() { return _mm512_setzero_ps(); }
+  static F set1(float v) { return _mm512_set1_ps(v); }
+  static F loadu(const float* p) { return _mm512_loadu_ps(p); }
+  static void storeu(float* p, F v) { _mm512_storeu_ps(p, v); }
+  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  // (The masked forms throughout: GCC 12 warns on the unmasked ones.)
+  template <DType T> static F load(const void* p, int64_t i) {
+    if constexpr (T == DType::F32) {
+      return _mm512_loadu_ps(static_cast<const float*>(p) + i);
+    } else {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(p) + i));
+      if constexpr (T == DType::BF16)
+        return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(__mmask16(0xffff), _mm512_maskz_cvtepu16_epi32(__mmask16(0xffff), h), 16));
+      else
+        return _mm512_maskz_cvtph_ps(__mmask16(0xffff), h);
+    }
+  }
+  static __m256 fold8(F v) {  // (through memory: GCC 12 warns on every extract form)
+    alignas(64) float t[16];
+    _mm512_store_ps(t, v);
+    return _mm256_add_ps(_mm256_load_ps(t), _mm256_load_ps(t + 8));
+  }
+};
+#pragma GCC pop_options
+
+}  // namespace mtb::kernels
