@@ -38,6 +38,7 @@ ModelConfig small(const std::string& kind) {
   }
   if (kind == "qwen3") c.family = "qwen3", c.qk_norm = true;
   if (kind == "nope") c.nope_layers = {false, true, false};
+  if (kind == "gqa-wide") c.head_dim = 128;  // cache rows of 1 KiB (F32) / 512 B (BF16): padded
   c.validate();
   return c;
 }
@@ -87,7 +88,7 @@ TEST_P(DecodeVariants, TokenByTokenEqualsFullForward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, DecodeVariants,
-                         ::testing::Values("gqa", "qwen3", "nope", "gpt2", "mla", "mla-qlora"),
+                         ::testing::Values("gqa", "gqa-wide", "qwen3", "nope", "gpt2", "mla", "mla-qlora"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n) if (ch == '-') ch = '_';
@@ -120,6 +121,14 @@ TEST(KvCache, AllocatedBytesEqualThePlannersPrediction) {
   // MLA holds kv_lora_rank + qk_rope_head_dim elements per token per layer.
   const ModelConfig mla = small("mla");
   EXPECT_EQ(KVCache(mla, 10, DType::F32).bytes(), int64_t(10) * 3 * (24 + 4) * 4);
+  // Rows of a multiple of 512 bytes (here 2 x 128 elements) are padded by a cache line each,
+  // which the planner (the chapter's count) leaves out.
+  const ModelConfig wide = small("gqa-wide");
+  for (DType t : {DType::F32, DType::BF16}) {
+    const KVCache cache(wide, 10, t);
+    EXPECT_EQ(cache.bytes(), int64_t(10) * 3 * 2 * (2 * 128 * int64_t(dtype_size(t)) + 64)) << dtype_name(t);
+    EXPECT_EQ(cache.row_stride(), 2 * 128 + 64 / int64_t(dtype_size(t)));
+  }
 }
 
 TEST(Session, ContextOverflowIsRefusedAndNothingIsAppended) {

@@ -9,8 +9,9 @@ KVCache::KVCache(const ModelConfig& c, int capacity, DType type)
   if (capacity <= 0) throw Error("KV cache capacity must be positive, got " + std::to_string(capacity));
   esize_ = dtype_size(type);
   const int64_t per_token = c.kv_elements_per_token_per_layer();  // K+V, or latent + RoPE key
-  row_ = mla_ ? per_token : per_token / 2;
-  layer_bytes_ = size_t(capacity) * size_t(per_token) * esize_;
+  const int64_t row = mla_ ? per_token : per_token / 2;  // elements per row
+  stride_ = row * int64_t(esize_) % 512 == 0 ? row + 64 / int64_t(esize_) : row;
+  layer_bytes_ = size_t(capacity) * size_t(stride_) * esize_ * (mla_ ? 1 : 2);
   data_.assign(layer_bytes_ * size_t(c.n_layers), 0);
 }
 

@@ -1,7 +1,9 @@
 // The KV cache: per layer and token, what attention needs of past tokens. Standard
 // attention keeps K and V of the n_kv heads (2·n_kv·dh elements); MLA keeps only the
 // normalized latent c_kv and the RoPE'd shared key k_R (kv_lora_rank + qk_rope_head_dim).
-// Sized once for `capacity` tokens; elements F32, BF16 or F16.
+// Sized once for `capacity` tokens; elements F32, BF16 or F16. Rows whose size is a multiple
+// of 512 bytes are padded by a cache line: at a stride of 4 KiB every key of a head would fall
+// into the same few L1 sets, and attention over them ran about 30% slower.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -23,16 +25,16 @@ class KVCache {
   void advance(int n) { size_ += n; }
   // Drops tokens past `n` (to re-run a suffix).
   void truncate(int n) { size_ = n < size_ ? n : size_; }
-  // Bytes allocated: layers · capacity · elements per token per layer · element size.
+  // Bytes allocated: layers · capacity · row_stride() · element size (x2 for K and V).
   int64_t bytes() const { return int64_t(data_.size()); }
 
-  // Standard attention: K and V rows [capacity][n_kv · dh] of one layer.
+  // Standard attention: K and V rows [capacity][n_kv · dh] of one layer, row_stride() apart.
   void* k(int layer) { return base(layer); }
-  void* v(int layer) { return base(layer) + size_t(capacity_) * size_t(row_) * esize_; }
-  int64_t kv_row() const { return row_; }  // elements per token in k(layer) and in v(layer)
-  // MLA: rows [capacity][kv_lora_rank | qk_rope_head_dim] of one layer.
+  void* v(int layer) { return base(layer) + size_t(capacity_) * size_t(stride_) * esize_; }
+  // MLA: rows [capacity][kv_lora_rank | qk_rope_head_dim] of one layer, row_stride() apart.
   void* latent(int layer) { return base(layer); }
-  int64_t latent_row() const { return row_; }
+  // Elements from one token's row to the next (the row, plus any padding).
+  int64_t row_stride() const { return stride_; }
 
  private:
   uint8_t* base(int layer) { return data_.data() + size_t(layer) * layer_bytes_; }
@@ -40,7 +42,7 @@ class KVCache {
   int capacity_ = 0, size_ = 0;
   DType type_ = DType::F32;
   bool mla_ = false;
-  int64_t row_ = 0;
+  int64_t stride_ = 0;
   size_t esize_ = 4, layer_bytes_ = 0;
   std::vector<uint8_t> data_;
 };

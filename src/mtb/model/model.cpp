@@ -175,16 +175,18 @@ void Model::attention(const LayerWeights& w, int layer, int T, KVCache& cache, W
     kernels::rope(k, T, int64_t(KV) * dh, KV, dh, dh, ws.cos.data(), ws.sin.data(), c.rope_layout);
   }
   // Append this step's keys and values to the cache, in its element type.
-  const size_t row = size_t(KV) * dh, esz = dtype_size(cache.type());
-  from_f32(cache.type(), k, static_cast<uint8_t*>(cache.k(layer)) + size_t(pos0) * row * esz, size_t(T) * row);
-  from_f32(cache.type(), v, static_cast<uint8_t*>(cache.v(layer)) + size_t(pos0) * row * esz, size_t(T) * row);
+  const size_t row = size_t(KV) * dh, stride = size_t(cache.row_stride()), esz = dtype_size(cache.type());
+  for (int t = 0; t < T; ++t) {
+    from_f32(cache.type(), k + t * row, static_cast<uint8_t*>(cache.k(layer)) + size_t(pos0 + t) * stride * esz, row);
+    from_f32(cache.type(), v + t * row, static_cast<uint8_t*>(cache.v(layer)) + size_t(pos0 + t) * stride * esz, row);
+  }
   kernels::AttentionArgs a;
   a.n_queries = T, a.q_pos0 = pos0, a.n_heads = H, a.n_kv_heads = KV, a.qk_dim = dh, a.v_dim = dh;
   a.scale = float(c.attention_scale());
   a.q = q, a.q_stride = int64_t(H) * dh;
   a.kv_type = cache.type();
-  a.k = cache.k(layer), a.k_stride = int64_t(row);
-  a.v = cache.v(layer), a.v_stride = int64_t(row);
+  a.k = cache.k(layer), a.k_stride = int64_t(stride);
+  a.v = cache.v(layer), a.v_stride = int64_t(stride);
   a.out = ws.att.data(), a.out_stride = int64_t(H) * dh;
   a.scratch = ws.scores.data();
   kernels::attention(a);
@@ -216,7 +218,9 @@ void Model::attention_mla(const LayerWeights& w, int layer, int T, KVCache& cach
   }
   const size_t esz = dtype_size(cache.type());
   uint8_t* rows = static_cast<uint8_t*>(cache.latent(layer));
-  from_f32(cache.type(), kva, rows + size_t(pos0) * size_t(crow) * esz, size_t(T) * size_t(crow));
+  const size_t cstride = size_t(cache.row_stride());  // elements from one cached row to the next
+  for (int t = 0; t < T; ++t)
+    from_f32(cache.type(), kva + t * crow, rows + size_t(pos0 + t) * cstride * esz, size_t(crow));
   const int n = pos0 + T;  // keys to attend over
 
   kernels::AttentionArgs a;
@@ -225,11 +229,11 @@ void Model::attention_mla(const LayerWeights& w, int layer, int T, KVCache& cach
   if (plain) {
     // Up-project every cached latent to per-head keys and values: K [n, H, nope | rope], V [n, H, dv].
     float* lat = ws.lat.data();  // [n, dc]
-    for (int j = 0; j < n; ++j) to_f32(cache.type(), rows + size_t(j) * size_t(crow) * esz, lat + size_t(j) * dc, size_t(dc));
+    for (int j = 0; j < n; ++j) to_f32(cache.type(), rows + size_t(j) * cstride * esz, lat + size_t(j) * dc, size_t(dc));
     linear(w.wkv_b, lat, n, ws.kv_all.data());  // [n, H, k_nope | v]
     for (int j = 0; j < n; ++j) {
       float* krow = ws.k_all.data() + size_t(j) * H * qk;
-      to_f32(cache.type(), rows + (size_t(j) * size_t(crow) + size_t(dc)) * esz, krow + nope, size_t(dr));
+      to_f32(cache.type(), rows + (size_t(j) * cstride + size_t(dc)) * esz, krow + nope, size_t(dr));
       for (int hh = 0; hh < H; ++hh) {
         const float* src = ws.kv_all.data() + (size_t(j) * H + hh) * (nope + dv);
         float* kd = krow + size_t(hh) * qk;
@@ -265,8 +269,8 @@ void Model::attention_mla(const LayerWeights& w, int layer, int T, KVCache& cach
     a.n_kv_heads = 1, a.qk_dim = int(crow), a.v_dim = dc;
     a.q = q_abs, a.q_stride = int64_t(H) * crow;
     a.kv_type = cache.type();
-    a.k = rows, a.k_stride = crow;
-    a.v = rows, a.v_stride = crow;  // V is the latent: the first dc elements of each row
+    a.k = rows, a.k_stride = int64_t(cstride);
+    a.v = rows, a.v_stride = int64_t(cstride);  // V is the latent: the first dc elements of each row
     a.out = ws.att_lat.data(), a.out_stride = int64_t(H) * dc;
     kernels::attention(a);
     // W_UV after attention: out[h] = W_UV[h] o_lat[h], W_UV[h] = rows [h(nope+dv)+nope, +dv) of kv_b.
