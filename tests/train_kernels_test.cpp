@@ -76,6 +76,41 @@ TEST_P(GemmTwins, FastEqualsScalarForTheThreeProductsOfALinearLayer) {
     }
 }
 
+TEST_P(GemmTwins, SixteenBitBIsWidenedAsItIsPacked) {
+  // Prefill's product with BF16 / F16 weights: B = W^T read straight from the weights, and B
+  // stored the other way (rows contiguous in n), against the scalar twin, at both widths.
+  if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU: only the scalar path runs";
+  const auto [M, N, K] = GetParam();
+  const auto x = randn(size_t(M) * K, 1), w = randn(size_t(N) * K, 2);
+  for (DType t : {DType::BF16, DType::F16}) {
+    std::vector<uint16_t> w16(w.size());
+    for (size_t i = 0; i < w.size(); ++i) w16[i] = t == DType::BF16 ? f32_to_bf16(w[i]) : f32_to_f16(w[i]);
+    const float* wp = reinterpret_cast<const float*>(w16.data());  // (the GemmTerm convention)
+    for (kernels::MatView b : {kernels::MatView{wp, 1, K}, kernels::MatView{wp, N, 1}}) {
+      // kind 0: the scalar twin; 1: 256 bits; 2: 512 bits where the CPU has them.
+      auto product = [&](int kind) {
+        std::vector<float> c(size_t(M) * N);
+        kernels::GemmJob j;
+        j.M = M, j.N = N, j.C = c.data(), j.ldc = N;
+        kernels::GemmTerm term{K, {x.data(), K, 1}, b};
+        term.b_type = t;
+        j.add(term);
+        kernels::gemm_allow_avx512(kind == 2);
+        if (kind == 0) kernels::gemm_jobs_ref(&j, 1);
+        else kernels::gemm_jobs_avx2(&j, 1);
+        kernels::gemm_allow_avx512(true);
+        return c;
+      };
+      const auto ref = product(0), narrow = product(1), fast = product(2);
+      EXPECT_LE(max_diff(fast, ref), 1e-5 * max_abs(ref) + 1e-6) << dtype_name(t) << " cs " << b.cs;
+      EXPECT_EQ(fast, narrow) << dtype_name(t) << " cs " << b.cs;
+      if (M * N * K > 0) {
+        EXPECT_GT(max_abs(ref), 0.0) << "the reference is all zeros";
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, GemmTwins,
                          ::testing::Values(GemmCase{1, 1, 1}, GemmCase{7, 17, 5}, GemmCase{6, 16, 256}, GemmCase{12, 64, 40},
                                            GemmCase{97, 257, 300}, GemmCase{13, 300, 513}, GemmCase{200, 40, 0}));

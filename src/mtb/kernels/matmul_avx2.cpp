@@ -426,10 +426,11 @@ void block(const MatmulJob& j, const PreparedX& a, int n0, int n1) {
 // reused by many rows, so the FMA units, not the weight stream, set the pace.
 constexpr int kGemmRows = 16;
 
-// Prefill: the packed, cache-blocked 6x16 GEMM of matmul_grad.h. F32 weights are packed
-// straight from the mapped file; other types are widened to F32 a slab of rows at a time
-// (about 4 MiB, in parallel) and the slab multiplied, so the inner kernel is always the F32
-// FMA tile, and widening costs one pass over W per call (1/M of the work).
+// Prefill: the packed, cache-blocked 6x16 GEMM of matmul_grad.h. F32, BF16 and F16 weights
+// are packed straight from the mapped file (16-bit ones widened as they are packed); Q8_0
+// weights are widened to F32 a slab of rows at a time (about 4 MiB, in parallel) and the
+// slab multiplied, so the inner kernel is always the F32 FMA tile, and widening costs one
+// pass over W per call (1/M of the work).
 void run_gemm(const MatmulJob& mj) {
   const int M = mj.M, N = mj.N, K = mj.K;
   const float* x = mj.x;
@@ -449,14 +450,16 @@ void run_gemm(const MatmulJob& mj) {
     });
     x = xr.data(), ldx = K;
   }
-  auto job = [&](const float* w, int n0, int nr) {
+  auto job = [&](const void* w, DType type, int n0, int nr) {
     GemmJob j;
     j.M = M, j.N = nr, j.C = mj.y + n0, j.ldc = mj.ldy;
-    j.add(GemmTerm{K, MatView{x, ldx, 1}, MatView{w, 1, K}});  // B[k][n] = W[n][k]
+    GemmTerm t{K, MatView{x, ldx, 1}, MatView{static_cast<const float*>(w), 1, K}};  // B[k][n] = W[n][k]
+    t.b_type = type;
+    j.add(t);
     return j;
   };
-  if (mj.wtype == DType::F32) {
-    const GemmJob j = job(static_cast<const float*>(mj.w), 0, N);
+  if (mj.wtype != DType::Q8_0) {
+    const GemmJob j = job(mj.w, mj.wtype, 0, N);
     gemm_jobs_avx2(&j, 1);
   } else {
     thread_local std::vector<float> slab;
@@ -470,7 +473,7 @@ void run_gemm(const MatmulJob& mj) {
         for (int64_t r = r0; r < r1; ++r)
           to_f32(mj.wtype, static_cast<const uint8_t*>(mj.w) + size_t(n0 + r) * row_bytes, s + size_t(r) * K, size_t(K));
       });
-      const GemmJob j = job(s, n0, nr);
+      const GemmJob j = job(s, DType::F32, n0, nr);
       gemm_jobs_avx2(&j, 1);
     }
   }

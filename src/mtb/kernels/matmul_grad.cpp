@@ -17,6 +17,17 @@ void gemm_jobs(const GemmJob* jobs, int n_jobs) {
   else gemm_jobs_ref(jobs, n_jobs);
 }
 
+namespace {
+// Element e of a term's B, as a float.
+float b_at(const GemmTerm& g, int64_t e) {
+  switch (g.b_type) {
+    case DType::BF16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(g.B.p)[e]);
+    case DType::F16: return f16_to_f32(reinterpret_cast<const uint16_t*>(g.B.p)[e]);
+    default: return g.B.p[e];
+  }
+}
+}  // namespace
+
 void gemm_jobs_ref(const GemmJob* jobs, int n_jobs) {
   for (int q = 0; q < n_jobs; ++q) {
     const GemmJob& job = jobs[q];
@@ -25,7 +36,7 @@ void gemm_jobs_ref(const GemmJob* jobs, int n_jobs) {
         float acc = 0.0f;
         for (int t = 0; t < job.n_terms; ++t) {
           const GemmTerm& g = job.terms[t];
-          for (int k = 0; k < g.K; ++k) acc += g.A.p[i * g.A.rs + k * g.A.cs] * g.B.p[k * g.B.rs + j * g.B.cs];
+          for (int k = 0; k < g.K; ++k) acc += g.A.p[i * g.A.rs + k * g.A.cs] * b_at(g, k * g.B.rs + j * g.B.cs);
         }
         float& c = job.C[i * job.ldc + j];
         c = job.accumulate ? c + acc : acc;

@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 
+#include "mtb/core/dtype.h"
+
 namespace mtb::kernels {
 
 // A matrix operand as a strided view: element (i, j) is p[i * rs + j * cs].
@@ -14,10 +16,13 @@ struct MatView {
   int64_t rs = 0, cs = 0;
 };
 
-// One product A[M,K] · B[K,N] of a job.
+// One product A[M,K] · B[K,N] of a job. B may hold 16-bit elements (BF16 or F16 weights,
+// widened to float exactly as they are packed): then B.p is their address, cast, and its
+// strides count those elements.
 struct GemmTerm {
   int K = 0;
   MatView A, B;
+  DType b_type = DType::F32;  // F32, BF16 or F16
 };
 
 // C[M,N] (+)= sum over its terms of A·B. C is row-major with row stride ldc; `accumulate`

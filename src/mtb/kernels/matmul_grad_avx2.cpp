@@ -14,11 +14,15 @@
 #include <vector>
 
 #include "mtb/core/parallel.h"
+#include "mtb/kernels/load_avx2.h"
 #include "mtb/kernels/matmul_grad.h"
 #include "mtb/kernels/tasks.h"
 
 namespace mtb::kernels {
 namespace {
+
+using avx2::load1;
+using avx2::load8;
 
 constexpr int MR = 6, NR = 16;
 constexpr int KC = 256, MC = 96, NC = 256;  // MC % MR == 0, NC % NR == 0
@@ -73,21 +77,24 @@ void pack_a(const MatView& A, int i0, int m, int k0, int kc, float* dst) {
   }
 }
 
-// Inner [k0, k0+kc) x columns [j0, j0+n) of B as panels of NR columns: dst[panel][k][c].
+// Inner [k0, k0+kc) x columns [j0, j0+n) of B as panels of NR columns: dst[panel][k][c],
+// B's elements of type T widened to float.
+template <DType T>
 void pack_b(const MatView& B, int k0, int kc, int j0, int n, float* dst) {
+  const void* p = B.p;  // elements of type T
   for (int q = 0; q < n; q += NR) {
     const int cols = std::min(NR, n - q);
-    const float* base = B.p + int64_t(k0) * B.rs + int64_t(j0 + q) * B.cs;
+    const int64_t base = int64_t(k0) * B.rs + int64_t(j0 + q) * B.cs;  // element index
     if (B.cs == 1) {
       for (int k = 0; k < kc; ++k) {
-        const float* src = base + int64_t(k) * B.rs;
+        const int64_t src = base + int64_t(k) * B.rs;
         float* d = dst + k * NR;
         if (cols == NR) {
-          _mm256_storeu_ps(d, _mm256_loadu_ps(src));
-          _mm256_storeu_ps(d + 8, _mm256_loadu_ps(src + 8));
+          _mm256_storeu_ps(d, load8<T>(p, src));
+          _mm256_storeu_ps(d + 8, load8<T>(p, src + 8));
           continue;
         }
-        for (int c = 0; c < cols; ++c) d[c] = src[c];
+        for (int c = 0; c < cols; ++c) d[c] = load1<T>(p, src + c);
         for (int c = cols; c < NR; ++c) d[c] = 0.0f;
       }
     } else {
@@ -96,17 +103,25 @@ void pack_b(const MatView& B, int k0, int kc, int j0, int n, float* dst) {
         if (B.rs == 1 && c0 + 8 <= cols) {  // columns contiguous in k (B = W^T): transpose 8 x 8
           for (; k + 8 <= kc; k += 8) {
             __m256 r[8];
-            for (int c = 0; c < 8; ++c) r[c] = _mm256_loadu_ps(base + int64_t(c0 + c) * B.cs + k);
+            for (int c = 0; c < 8; ++c) r[c] = load8<T>(p, base + int64_t(c0 + c) * B.cs + k);
             transpose8(r);
             for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (k + j) * NR + c0, r[j]);
           }
         }
         for (; k < kc; ++k)
           for (int c = c0; c < c0 + 8; ++c)
-            dst[k * NR + c] = c < cols ? base[int64_t(c) * B.cs + int64_t(k) * B.rs] : 0.0f;
+            dst[k * NR + c] = c < cols ? load1<T>(p, base + int64_t(c) * B.cs + int64_t(k) * B.rs) : 0.0f;
       }
     }
     dst += NR * kc;
+  }
+}
+
+void pack_b(const GemmTerm& term, int k0, int kc, int j0, int n, float* dst) {
+  switch (term.b_type) {
+    case DType::BF16: return pack_b<DType::BF16>(term.B, k0, kc, j0, n, dst);
+    case DType::F16: return pack_b<DType::F16>(term.B, k0, kc, j0, n, dst);
+    default: return pack_b<DType::F32>(term.B, k0, kc, j0, n, dst);
   }
 }
 
@@ -262,7 +277,7 @@ void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
       const GemmTerm& term = job.terms[k];
       for (int k0 = 0; k0 < term.K; k0 += KC) {
         const int kc = std::min(KC, term.K - k0);
-        pack_b(term.B, k0, kc, j0, n, bp0);
+        pack_b(term, k0, kc, j0, n, bp0);
         for (int i0 = g0; i0 < g1; i0 += MC) {
           const int m = std::min(MC, g1 - i0);
           const float* a0 = packed_a(packed, q, k, k0, i0);
