@@ -55,12 +55,14 @@ BENCHMARK(BM_Matmul)
 void BM_Attention(benchmark::State& state) {
   const int T = int(state.range(0)), H = int(state.range(1)), KV = int(state.range(2)), dh = int(state.range(3));
   const bool fast = state.range(4) != 0;
-  const auto q = randn(size_t(T) * H * dh, 1), k = randn(size_t(T) * KV * dh, 2), v = randn(size_t(T) * KV * dh, 3);
+  // K and V rows padded by a cache line, as the KV cache pads rows of a multiple of 512 bytes.
+  const int64_t row = int64_t(KV) * dh + (KV * dh * 4 % 512 == 0 ? 16 : 0);
+  const auto q = randn(size_t(T) * H * dh, 1), k = randn(size_t(T) * row, 2), v = randn(size_t(T) * row, 3);
   std::vector<float> out(size_t(T) * H * dh);
   mtb::kernels::AttentionArgs a;
   a.n_queries = T, a.n_heads = H, a.n_kv_heads = KV, a.qk_dim = dh, a.v_dim = dh, a.scale = 0.1f;
-  a.q = q.data(), a.q_stride = int64_t(H) * dh, a.k = k.data(), a.k_stride = int64_t(KV) * dh;
-  a.v = v.data(), a.v_stride = int64_t(KV) * dh, a.out = out.data(), a.out_stride = int64_t(H) * dh;
+  a.q = q.data(), a.q_stride = int64_t(H) * dh, a.k = k.data(), a.k_stride = row;
+  a.v = v.data(), a.v_stride = row, a.out = out.data(), a.out_stride = int64_t(H) * dh;
   for (auto _ : state) {
     if (fast) mtb::kernels::attention(a);
     else mtb::kernels::attention_ref(a);

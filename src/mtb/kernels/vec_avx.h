@@ -15,6 +15,7 @@ namespace mtb::kernels {
 struct Vec256 {
   using F = __m256;
   static constexpr int kLanes = 8;
+  static constexpr int kRegs = 16;  // vector registers
   static F zero() { return _mm256_setzero_ps(); }
   static F set1(float v) { return _mm256_set1_ps(v); }
   static F loadu(const float* p) { return _mm256_loadu_ps(p); }
@@ -31,6 +32,7 @@ struct Vec256 {
 struct Vec512 {
   using F = __m512;
   static constexpr int kLanes = 16;
+  static constexpr int kRegs = 32;
   static F zero() { return _mm512_setzero_ps(); }
   static F set1(float v) { return _mm512_set1_ps(v); }
   static F loadu(const float* p) { return _mm512_loadu_ps(p); }
