@@ -374,13 +374,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c"))) void ti
     }
 }
 
-// Rows [n0, n1) of W against MR rows of x, NR rows of W at a time (each tile prefetching
-// the next within the range).
+// Rows [n0, n1) of W against MR rows of x, NR rows of W at a time, each tile prefetching
+// the next one of W even past n1: the next block of rows is usually the same task's, and
+// a stream broken every block cost Q8_0 decode 12%.
 template <DType T, int MR, int NR>
 inline void rows(const MatmulJob& j, const PreparedX& a, int m0, int n0, int n1) {
   int n = n0;
   for (; n + NR <= n1; n += NR) {
-    const bool more = n + 2 * NR <= n1;
+    const bool more = n + 2 * NR <= j.N;
     if constexpr (T == DType::Q8_0) {
       if (a.u) tile_q8_512<MR, NR>(j.y, j.ldy, a, j.w, j.bias, m0, n, j.K, more);
       else tile_q8<MR, NR>(j.y, j.ldy, a, j.w, j.bias, m0, n, j.K, more);
