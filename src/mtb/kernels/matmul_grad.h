@@ -48,7 +48,7 @@ void gemm_jobs_ref(const GemmJob* jobs, int n_jobs);
 // handed out to the pool's threads, each output element computed by one task in a fixed order.
 void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs);
 
-// The AVX2 kernel runs its full 6 x 32 tiles in 512-bit registers when the CPU has
+// The AVX2 kernel runs its full 12 x 32 and 6 x 32 tiles in 512-bit registers when the CPU has
 // AVX-512F (bit-identical results: the same fused multiply-adds per element, in the same
 // order); MTB_NO_AVX512=1 in the environment, or gemm_allow_avx512(false), keeps it at 256 bits.
 bool gemm_avx512();
