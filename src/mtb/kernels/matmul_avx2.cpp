@@ -428,59 +428,57 @@ void block(const MatmulJob& j, const PreparedX& a, int n0, int n1) {
 constexpr int kGemmRows = 16;
 
 // Prefill: the packed, cache-blocked 6x16 GEMM of matmul_grad.h. F32, BF16 and F16 weights
-// are packed straight from the mapped file (16-bit ones widened as they are packed); Q8_0
-// weights are widened to F32 a slab of rows at a time (about 4 MiB, in parallel) and the
-// slab multiplied, so the inner kernel is always the F32 FMA tile, and widening costs one
-// pass over W per call (1/M of the work).
-void run_gemm(const MatmulJob& mj) {
+// are packed straight from the mapped file (16-bit ones widened as they are packed), as one
+// GEMM job per product (gemm_job; the caller adds the bias); Q8_0 weights go to run_gemm_q8.
+GemmJob gemm_job(const MatmulJob& mj) {
+  GemmJob j;
+  j.M = mj.M, j.N = mj.N, j.C = mj.y, j.ldc = mj.ldy;
+  GemmTerm t{mj.K, MatView{mj.x, mj.ldx, 1}, MatView{static_cast<const float*>(mj.w), 1, mj.K}};  // B[k][n] = W[n][k]
+  t.b_type = mj.wtype;
+  j.add(t);
+  return j;
+}
+
+void add_bias_rows(const MatmulJob& mj) {
+  if (mj.bias)
+    for (int m = 0; m < mj.M; ++m)
+      for (int n = 0; n < mj.N; ++n) mj.y[m * mj.ldy + n] += mj.bias[n];
+}
+
+// Q8_0 weights are widened to F32 a slab of rows at a time (about 4 MiB, in parallel) and
+// the slab multiplied, so the inner kernel is the F32 FMA tile, and widening costs one pass
+// over W per call (1/M of the work).
+void run_gemm_q8(const MatmulJob& mj) {
   const int M = mj.M, N = mj.N, K = mj.K;
-  const float* x = mj.x;
-  int64_t ldx = mj.ldx;
-  thread_local std::vector<float> xr;  // Q8_0: x rounded to Q8_0 blocks and back
-  if (mj.wtype == DType::Q8_0) {
-    xr.resize(size_t(M) * K);
-    float* out = xr.data();  // (the workers' own thread_local xr is another vector)
-    parallel_for(M, [&](int64_t m0, int64_t m1, int) {
-      int8_t q[kQ8Block];
-      float d;
-      for (int64_t m = m0; m < m1; ++m)
-        for (int b = 0; b < K; b += kQ8Block) {
-          quantize_q8_act_avx2(mj.x + m * mj.ldx + b, kQ8Block, q, &d);
-          for (int i = 0; i < kQ8Block; ++i) out[size_t(m) * K + b + i] = d * float(q[i]);
-        }
+  thread_local std::vector<float> xr;  // x rounded to Q8_0 blocks and back
+  xr.resize(size_t(M) * K);
+  float* x = xr.data();  // (the workers' own thread_local xr is another vector)
+  parallel_for(M, [&](int64_t m0, int64_t m1, int) {
+    int8_t q[kQ8Block];
+    float d;
+    for (int64_t m = m0; m < m1; ++m)
+      for (int b = 0; b < K; b += kQ8Block) {
+        quantize_q8_act_avx2(mj.x + m * mj.ldx + b, kQ8Block, q, &d);
+        for (int i = 0; i < kQ8Block; ++i) x[size_t(m) * K + b + i] = d * float(q[i]);
+      }
+  });
+  thread_local std::vector<float> slab;
+  const int rows = std::max(16, int(std::min<int64_t>(N, (int64_t(1) << 20) / std::max(K, 1))) / 16 * 16);
+  if (slab.size() < size_t(rows) * size_t(K)) slab.resize(size_t(rows) * size_t(K));
+  const size_t row_bytes = dtype_bytes(mj.wtype, K);
+  for (int n0 = 0; n0 < N; n0 += rows) {
+    const int nr = std::min(rows, N - n0);
+    float* s = slab.data();
+    parallel_for(nr, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r)
+        to_f32(mj.wtype, static_cast<const uint8_t*>(mj.w) + size_t(n0 + r) * row_bytes, s + size_t(r) * K, size_t(K));
     });
-    x = xr.data(), ldx = K;
-  }
-  auto job = [&](const void* w, DType type, int n0, int nr) {
     GemmJob j;
     j.M = M, j.N = nr, j.C = mj.y + n0, j.ldc = mj.ldy;
-    GemmTerm t{K, MatView{x, ldx, 1}, MatView{static_cast<const float*>(w), 1, K}};  // B[k][n] = W[n][k]
-    t.b_type = type;
-    j.add(t);
-    return j;
-  };
-  if (mj.wtype != DType::Q8_0) {
-    const GemmJob j = job(mj.w, mj.wtype, 0, N);
+    j.add(GemmTerm{K, MatView{x, K, 1}, MatView{s, 1, K}});
     gemm_jobs_avx2(&j, 1);
-  } else {
-    thread_local std::vector<float> slab;
-    const int rows = std::max(16, int(std::min<int64_t>(N, (int64_t(1) << 20) / std::max(K, 1))) / 16 * 16);
-    if (slab.size() < size_t(rows) * size_t(K)) slab.resize(size_t(rows) * size_t(K));
-    const size_t row_bytes = dtype_bytes(mj.wtype, K);
-    for (int n0 = 0; n0 < N; n0 += rows) {
-      const int nr = std::min(rows, N - n0);
-      float* s = slab.data();
-      parallel_for(nr, [&](int64_t r0, int64_t r1, int) {
-        for (int64_t r = r0; r < r1; ++r)
-          to_f32(mj.wtype, static_cast<const uint8_t*>(mj.w) + size_t(n0 + r) * row_bytes, s + size_t(r) * K, size_t(K));
-      });
-      const GemmJob j = job(s, DType::F32, n0, nr);
-      gemm_jobs_avx2(&j, 1);
-    }
   }
-  if (mj.bias)
-    for (int m = 0; m < M; ++m)
-      for (int n = 0; n < N; ++n) mj.y[m * mj.ldy + n] += mj.bias[n];
+  add_bias_rows(mj);
 }
 
 }  // namespace
@@ -515,6 +513,8 @@ void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs) {
     return matmul_jobs_avx2(jobs + kMaxJobs, n_jobs - kMaxJobs);
   }
   const MatmulJob* sj[kMaxJobs];
+  const MatmulJob* big[kMaxJobs];  // prefill-sized jobs run as one GEMM call
+  int n_big = 0;
   PreparedX act[kMaxJobs];  // x as each job's kernel reads it
   int64_t first[kMaxJobs + 1];  // index of each small job's first block
   int small = 0;
@@ -546,8 +546,9 @@ void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs) {
   for (int i = 0; i < n_jobs; ++i) {
     const MatmulJob& j = jobs[i];
     if (j.M <= 0 || j.N <= 0) continue;
-    if (j.M >= kGemmRows) {
-      run_gemm(j);
+    if (j.M >= kGemmRows) {  // prefill-sized: Q8_0 now, the others together after the loop
+      if (j.wtype == DType::Q8_0) run_gemm_q8(j);
+      else big[n_big++] = &j;
       continue;
     }
     act[small] = {};
@@ -573,6 +574,12 @@ void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs) {
     first[small + 1] = first[small] + (j.N + NB - 1) / NB;
     flops += 2.0 * j.M * j.N * double(j.K);
     ++small;
+  }
+  if (n_big) {  // one parallel call: fewer waits, and the tail of one product overlaps the next
+    GemmJob gj[kMaxJobs];
+    for (int i = 0; i < n_big; ++i) gj[i] = gemm_job(*big[i]);
+    gemm_jobs_avx2(gj, n_big);
+    for (int i = 0; i < n_big; ++i) add_bias_rows(*big[i]);
   }
   if (!small) return;
   // Tasks of 4 to 16 blocks (64 to 256 rows of W) handed out dynamically (tasks.h): on a shared machine a
