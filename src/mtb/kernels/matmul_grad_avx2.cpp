@@ -171,10 +171,11 @@ inline void micro(int kc, const float* a, const float* b, float* c, int64_t ldc,
 // with AVX-512F. Each lane performs the same fused multiply-adds in the same order as
 // micro(), so the results are bit-identical to the 256-bit path.
 // P = 2 runs two consecutive A panels at once (a 12 x 32 tile, 24 of AVX-512's 32 registers):
-// each B load then serves 12 rows (+2-3% on prefill-sized products).
+// each B load then serves 12 rows (+2-3% on prefill-sized products). Only the first `rows`
+// rows of C are written (a last, partial A panel: its missing rows are zeros).
 template <int P>
 __attribute__((target("avx512f"))) void micro512(int kc, const float* a, const float* b0, const float* b1, float* c,
-                                                 int64_t ldc, bool add) {
+                                                 int64_t ldc, bool add, int rows = P * MR) {
   __m512 acc[P * MR][2];
   for (int r = 0; r < P * MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   const float* a1 = a + size_t(MR) * kc;
@@ -192,7 +193,7 @@ __attribute__((target("avx512f"))) void micro512(int kc, const float* a, const f
         acc[MR + r][1] = _mm512_fmadd_ps(av, v1, acc[MR + r][1]);
       }
   }
-  for (int r = 0; r < P * MR; ++r) {
+  for (int r = 0; r < rows; ++r) {
     float* cr = c + r * ldc;
     __m512 x0 = acc[r][0], x1 = acc[r][1];
     if (add) x0 = _mm512_add_ps(_mm512_loadu_ps(cr), x0), x1 = _mm512_add_ps(_mm512_loadu_ps(cr + 16), x1);
@@ -293,7 +294,7 @@ void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
           const int m = std::min(MC, g1 - i0);
           const float* a0 = packed_a(packed, q, k, k0, i0);
           int jr = 0;
-          if (wide)  // pairs of full B panels, full A panels in 512-bit registers
+          if (wide)  // pairs of full B panels in 512-bit registers, 12 or 6 (or fewer, last) rows at a time
             for (; jr + 2 * NR <= n; jr += 2 * NR)
               for (int ir = 0; ir < m; ir += MR) {
                 const float* ap = a0 + size_t(ir) * kc;
@@ -302,11 +303,8 @@ void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
                 if (m - ir >= 2 * MR) {
                   micro512<2>(kc, ap, bp, bp + size_t(NR) * kc, cp, job.ldc, add);
                   ir += MR;
-                } else if (m - ir >= MR) {
-                  micro512<1>(kc, ap, bp, bp + size_t(NR) * kc, cp, job.ldc, add);
                 } else {
-                  micro(kc, ap, bp, cp, job.ldc, m - ir, NR, add);
-                  micro(kc, ap, bp + size_t(NR) * kc, cp + NR, job.ldc, m - ir, NR, add);
+                  micro512<1>(kc, ap, bp, bp + size_t(NR) * kc, cp, job.ldc, add, std::min(MR, m - ir));
                 }
               }
           for (; jr < n; jr += NR)
