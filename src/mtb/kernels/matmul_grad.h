@@ -49,8 +49,9 @@ void gemm_jobs_ref(const GemmJob* jobs, int n_jobs);
 void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs);
 
 // The AVX2 kernel runs its full 12 x 32 and 6 x 32 tiles in 512-bit registers when the CPU has
-// AVX-512F (bit-identical results: the same fused multiply-adds per element, in the same
-// order); MTB_NO_AVX512=1 in the environment, or gemm_allow_avx512(false), keeps it at 256 bits.
+// AVX-512 F/BW/DQ/VL (bit-identical results: the same fused multiply-adds per element, in the
+// same order); MTB_NO_AVX512=1 in the environment, or gemm_allow_avx512(false), keeps it at
+// 256 bits. The 512-bit decode tiles and attention follow the same switch.
 bool gemm_avx512();
 void gemm_allow_avx512(bool on);
 

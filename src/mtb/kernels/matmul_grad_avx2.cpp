@@ -202,8 +202,12 @@ __attribute__((target("avx512f"))) void micro512(int kc, const float* a, const f
   }
 }
 
+// AVX-512 as every core since Skylake-SP has it (F, BW, DQ, VL): the 512-bit decode and
+// attention code is compiled for BW/DQ/VL too, so F alone (Xeon Phi) keeps to 256 bits.
 bool avx512_supported() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && !std::getenv("MTB_NO_AVX512");
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                         !std::getenv("MTB_NO_AVX512");
   return ok;
 }
 std::atomic<bool> g_avx512{true};
