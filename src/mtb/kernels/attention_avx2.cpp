@@ -1,15 +1,20 @@
 // AVX2+FMA causal attention, blocked like flash attention: a task takes a few query rows of
 // one kv head (all the query heads that share it: "query vectors") and a range of keys, and
-// walks the keys in blocks of KB. Per block it computes the scores of every query vector
-// (register tiles of 4 query vectors x 2 keys), updates a running softmax (max, sum), and
-// adds the block's values to per-vector accumulators (tiles of query vectors x 16..64 value
-// dims, the weights broadcast). So K and V are streamed once per task, each key row reused
-// from L1/L2 by every query vector of the task, and nothing of size keys x heads is stored.
+// walks the keys in blocks of KB. Per block it computes the scores of every query vector,
+// updates a running softmax (max, sum), and adds the block's values to per-vector
+// accumulators (tiles of query vectors x 16..64 value dims, the weights broadcast). So K and
+// V are streamed once per task, each key row reused from L1/L2 by every query vector of the
+// task, and nothing of size keys x heads is stored.
+// Scores two ways. A task of at least a vector of query vectors (prefill: 16 or 32 of them;
+// MLA's absorbed decode) transposes its queries once and computes S^T = K · Q^T: each key
+// element broadcast against a vector of query vectors (tiles of 6-8 keys x 1-2 vectors), no
+// horizontal sums, and the softmax runs across the lanes. Fewer query vectors (decoding
+// with GQA) take register tiles of query vectors x keys, each a dot product over the head.
 // When there are few tasks (decoding, and MLA's absorbed form has a single kv head) the keys
 // are split between tasks and the partial softmaxes merged after (split-K, "flash decoding"),
 // so both threads stream disjoint halves of the cache. Tasks go out dynamically (tasks.h).
-// The score and value tiles are written once for a vector width (vec_avx.h) and compiled
-// for 256 and 512 bits; 512 where the GEMM uses AVX-512 (about 1.15x at T = 512).
+// The tiles are written once for a vector width (vec_avx.h) and compiled for 256 and 512
+// bits; 512 where the GEMM uses AVX-512.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -31,6 +36,7 @@ using avx2::hsum;
 using avx2::max_of;
 using avx2::load1;
 using avx2::load8;
+using avx2::transpose8;
 
 constexpr int KB = 64;  // keys per block
 
@@ -49,10 +55,12 @@ struct Task {
   int limit[64];  // keys visible: 0 .. limit-1
   float* o[64];   // unnormalized accumulators [v_dim]
   float m[64], l[64];  // running max and sum of the softmax
+  // The fewest keys any of the n query vectors from g sees.
+  int min_limit(int g, int n) const { return *std::min_element(limit + g, limit + g + n); }
 };
 
 struct Scratch {
-  std::vector<float> s, o;
+  std::vector<float> s, o, qt, kw;  // scores, outputs, transposed queries, widened keys
 };
 
 // The kernel proper, compiled twice from one source: for 256-bit registers, and for 512-bit

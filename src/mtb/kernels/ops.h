@@ -31,8 +31,10 @@ void silu_mul(float* gate, const float* up, int64_t n);
 void silu_mul_ref(float* gate, const float* up, int64_t n);
 void silu_mul_avx2(float* gate, const float* up, int64_t n);
 
-// y[i] = e^x[i] with avx2::exp8 (for its test; the kernels call exp8 itself).
+// y[i] = e^x[i] with avx2::exp8 (for its test; the kernels call exp8 itself), and with its
+// 512-bit twin Vec512::exp (vec_avx.h; only where the CPU has AVX-512 F/BW/DQ/VL).
 void exp_avx2(const float* x, float* y, int64_t n);
+void exp_avx512(const float* x, float* y, int64_t n);
 
 // x[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (GPT-2's GELU).
 void gelu_tanh(float* x, int64_t n);

@@ -6,6 +6,7 @@
 
 #include "mtb/kernels/load_avx2.h"
 #include "mtb/kernels/ops.h"
+#include "mtb/kernels/vec_avx.h"
 
 namespace mtb::kernels {
 
@@ -23,6 +24,12 @@ void silu_mul_avx2(float* gate, const float* up, int64_t n) {
 void exp_avx2(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, avx2::exp8(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) y[i] = std::exp(x[i]);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void exp_avx512(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) Vec512::storeu(y + i, Vec512::exp(Vec512::loadu(x + i)));
   for (; i < n; ++i) y[i] = std::exp(x[i]);
 }
 
