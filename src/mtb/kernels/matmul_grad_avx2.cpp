@@ -113,6 +113,7 @@ inline void micro(int kc, const float* a, const float* b, float* c, int64_t ldc,
          c11 = _mm256_setzero_ps(), c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps(),
          c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps(), c40 = _mm256_setzero_ps(),
          c41 = _mm256_setzero_ps(), c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+  for (int r = 0; r < mr; ++r) _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);  // as in micro512
   for (int k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
     __m256 av = _mm256_broadcast_ss(a);
@@ -158,7 +159,13 @@ template <int P>
 __attribute__((target("avx512f"))) void micro512(int kc, const float* a, const float* b0, const float* b1, float* c,
                                                  int64_t ldc, bool add, int rows = P * MR) {
   __m512 acc[P * MR][2];
-  for (int r = 0; r < P * MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int r = 0; r < P * MR; ++r) {
+    acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    // C's lines are far (L3: C is read and written once per KC-slice); fetch them while the
+    // tile computes.
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16), _MM_HINT_T0);
+  }
   const float* a1 = a + size_t(MR) * kc;
   for (int k = 0; k < kc; ++k) {
     const __m512 v0 = _mm512_loadu_ps(b0 + k * NR), v1 = _mm512_loadu_ps(b1 + k * NR);
