@@ -1,21 +1,40 @@
 #include "mtb/kernels/ops.h"
 
-#include "mtb/kernels/cpu.h"
-
+#include <algorithm>
 #include <cmath>
 
+#include "mtb/kernels/cpu.h"
+#include "mtb/kernels/tasks.h"
+
 namespace mtb::kernels {
+namespace {
+
+// Prefill-sized calls go to the pool in pieces of about this many elements (a fixed size, so
+// what each element computes does not depend on the thread count); small ones run inline.
+constexpr int64_t kChunk = 1 << 14;
+
+// body(begin, end) over [0, n) in pieces of `per` items, `size` elements each.
+template <typename F>
+void pieces(int64_t n, int64_t size, F&& body) {
+  const int64_t per = std::max<int64_t>(1, kChunk / std::max<int64_t>(size, 1));
+  run_tasks((n + per - 1) / per, [&](int64_t i, int) { body(i * per, std::min(n, (i + 1) * per)); },
+            n * size < 4 * kChunk);
+}
+
+}  // namespace
 
 void rmsnorm(float* out, int64_t out_stride, const float* x, int64_t x_stride, const float* g,
              int rows, int n, float eps) {
-  for (int r = 0; r < rows; ++r) {
-    const float* xr = x + r * x_stride;
-    float* o = out + r * out_stride;
-    float ss = 0.0f;
-    for (int i = 0; i < n; ++i) ss += xr[i] * xr[i];
-    const float inv = 1.0f / std::sqrt(ss / float(n) + eps);
-    for (int i = 0; i < n; ++i) o[i] = g[i] * (xr[i] * inv);
-  }
+  pieces(rows, n, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * x_stride;
+      float* o = out + r * out_stride;
+      float ss = 0.0f;
+      for (int i = 0; i < n; ++i) ss += xr[i] * xr[i];
+      const float inv = 1.0f / std::sqrt(ss / float(n) + eps);
+      for (int i = 0; i < n; ++i) o[i] = g[i] * (xr[i] * inv);
+    }
+  });
 }
 
 void layernorm(float* out, const float* x, const float* g, const float* b, int rows, int n,
@@ -36,25 +55,30 @@ void layernorm(float* out, const float* x, const float* g, const float* b, int r
 void rope(float* x, int n_tokens, int64_t token_stride, int n_heads, int64_t head_stride,
           int rot_dim, const float* cos, const float* sin, RopeLayout layout) {
   const int half = rot_dim / 2;
-  for (int t = 0; t < n_tokens; ++t) {
-    const float* c = cos + int64_t(t) * half;
-    const float* s = sin + int64_t(t) * half;
-    for (int h = 0; h < n_heads; ++h) {
-      float* v = x + t * token_stride + h * head_stride;
-      for (int i = 0; i < half; ++i) {
-        const int a = layout == RopeLayout::RotateHalf ? i : 2 * i;
-        const int b = layout == RopeLayout::RotateHalf ? i + half : 2 * i + 1;
-        const float x0 = v[a], x1 = v[b];
-        v[a] = x0 * c[i] - x1 * s[i];
-        v[b] = x0 * s[i] + x1 * c[i];
+  pieces(n_tokens, int64_t(n_heads) * rot_dim, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* c = cos + t * half;
+      const float* s = sin + t * half;
+      for (int h = 0; h < n_heads; ++h) {
+        float* v = x + t * token_stride + h * head_stride;
+        for (int i = 0; i < half; ++i) {
+          const int a = layout == RopeLayout::RotateHalf ? i : 2 * i;
+          const int b = layout == RopeLayout::RotateHalf ? i + half : 2 * i + 1;
+          const float x0 = v[a], x1 = v[b];
+          v[a] = x0 * c[i] - x1 * s[i];
+          v[b] = x0 * s[i] + x1 * c[i];
+        }
       }
     }
-  }
+  });
 }
 
 void silu_mul(float* gate, const float* up, int64_t n) {
-  if (use_avx2()) silu_mul_avx2(gate, up, n);
-  else silu_mul_ref(gate, up, n);
+  const bool avx2 = use_avx2();
+  pieces(n, 1, [&](int64_t b, int64_t e) {
+    if (avx2) silu_mul_avx2(gate + b, up + b, e - b);
+    else silu_mul_ref(gate + b, up + b, e - b);
+  });
 }
 
 void silu_mul_ref(float* gate, const float* up, int64_t n) {
@@ -73,7 +97,9 @@ void gelu_tanh(float* x, int64_t n) {
 }
 
 void add(float* x, const float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+  pieces(n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) x[i] += y[i];
+  });
 }
 
 }  // namespace mtb::kernels

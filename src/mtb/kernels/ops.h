@@ -1,5 +1,7 @@
 // Element-wise and row-wise operations. These are plain loops (the compiler vectorizes
-// them); they are cheap next to the matrix products and attention.
+// them); they are cheap next to the matrix products and attention. rmsnorm, rope, silu_mul
+// and add split prefill-sized calls between the pool's threads (pieces of a fixed size, so
+// the results do not depend on the thread count); a single token's call runs inline.
 #pragma once
 #include <cstdint>
 
