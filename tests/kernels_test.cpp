@@ -352,6 +352,26 @@ TEST(Ops, VectorExpAndSiluTwinsAgainstStdExp) {
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 1e-6f * (1.0f + std::fabs(ref[i]))) << "g=" << gate[i];
 }
 
+TEST(Ops, RmsnormTwinsAgree) {
+  if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
+  // Rows of 1024 (a model's width), 128 (a head, strided), and odd sizes with scalar tails.
+  for (int n : {1024, 128, 23, 7, 40}) {
+    const int rows = 5;
+    const int64_t stride = n + 3;
+    const auto x = randn(size_t(rows) * stride, 31, 3.0f), g = randn(size_t(n), 32);
+    std::vector<float> fast(x.size(), -7.0f), ref(x.size(), -7.0f);
+    kernels::rmsnorm_avx2(fast.data(), stride, x.data(), stride, g.data(), rows, n, 1e-6f);
+    kernels::rmsnorm_ref(ref.data(), stride, x.data(), stride, g.data(), rows, n, 1e-6f);
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(fast[i], ref[i], 1e-6f * (1.0f + std::fabs(ref[i]))) << "n=" << n << " at " << i;
+    // In place, as the q/k norms run.
+    std::vector<float> inplace = x;
+    kernels::rmsnorm(inplace.data(), stride, inplace.data(), stride, g.data(), rows, n, 1e-6f);
+    for (int r = 0; r < rows; ++r)
+      for (int i = 0; i < n; ++i) ASSERT_EQ(inplace[size_t(r * stride + i)], fast[size_t(r * stride + i)]);
+  }
+}
+
 TEST(Ops, NormsAndActivationsAsDefined) {
   std::vector<float> x = {1, 2, 3, 4}, g = {1, 0.5f, 2, 1}, out(4);
   kernels::rmsnorm(out.data(), 4, x.data(), 4, g.data(), 1, 4, 0.0f);

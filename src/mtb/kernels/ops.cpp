@@ -25,16 +25,25 @@ void pieces(int64_t n, int64_t size, F&& body) {
 
 void rmsnorm(float* out, int64_t out_stride, const float* x, int64_t x_stride, const float* g,
              int rows, int n, float eps) {
+  const bool avx2 = use_avx2();
   pieces(rows, n, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = x + r * x_stride;
-      float* o = out + r * out_stride;
-      float ss = 0.0f;
-      for (int i = 0; i < n; ++i) ss += xr[i] * xr[i];
-      const float inv = 1.0f / std::sqrt(ss / float(n) + eps);
-      for (int i = 0; i < n; ++i) o[i] = g[i] * (xr[i] * inv);
-    }
+    float* o = out + r0 * out_stride;
+    const float* xr = x + r0 * x_stride;
+    if (avx2) rmsnorm_avx2(o, out_stride, xr, x_stride, g, int(r1 - r0), n, eps);
+    else rmsnorm_ref(o, out_stride, xr, x_stride, g, int(r1 - r0), n, eps);
   });
+}
+
+void rmsnorm_ref(float* out, int64_t out_stride, const float* x, int64_t x_stride, const float* g,
+                 int rows, int n, float eps) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + r * x_stride;
+    float* o = out + r * out_stride;
+    float ss = 0.0f;
+    for (int i = 0; i < n; ++i) ss += xr[i] * xr[i];
+    const float inv = 1.0f / std::sqrt(ss / float(n) + eps);
+    for (int i = 0; i < n; ++i) o[i] = g[i] * (xr[i] * inv);
+  }
 }
 
 void layernorm(float* out, const float* x, const float* g, const float* b, int rows, int n,

@@ -8,9 +8,14 @@
 namespace mtb::kernels {
 
 // out[r,:] = g * x[r,:] / sqrt(mean(x[r,:]^2) + eps), for rows r of n elements each.
-// Accumulates in fp32. x and out may alias. Row strides in elements.
+// Accumulates in fp32. x and out may alias. Row strides in elements. The AVX2 twin (picked
+// when available) sums the squares in 16 lanes, then across them.
 void rmsnorm(float* out, int64_t out_stride, const float* x, int64_t x_stride, const float* g,
              int rows, int n, float eps);
+void rmsnorm_ref(float* out, int64_t out_stride, const float* x, int64_t x_stride, const float* g,
+                 int rows, int n, float eps);
+void rmsnorm_avx2(float* out, int64_t out_stride, const float* x, int64_t x_stride, const float* g,
+                  int rows, int n, float eps);
 
 // out[r,:] = g * (x - mean) / sqrt(var + eps) + b   (LayerNorm; b may be null).
 void layernorm(float* out, const float* x, const float* g, const float* b, int rows, int n,

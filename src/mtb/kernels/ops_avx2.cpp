@@ -21,6 +21,32 @@ void silu_mul_avx2(float* gate, const float* up, int64_t n) {
   for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void rmsnorm_avx2(float* out, int64_t out_stride, const float* x, int64_t x_stride, const float* g,
+                  int rows, int n, float eps) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + r * x_stride;
+    float* o = out + r * out_stride;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+      const __m256 a = _mm256_loadu_ps(xr + i), b = _mm256_loadu_ps(xr + i + 8);
+      s0 = _mm256_fmadd_ps(a, a, s0), s1 = _mm256_fmadd_ps(b, b, s1);
+    }
+    for (; i + 8 <= n; i += 8) {
+      const __m256 a = _mm256_loadu_ps(xr + i);
+      s0 = _mm256_fmadd_ps(a, a, s0);
+    }
+    float ss = avx2::hsum(_mm256_add_ps(s0, s1));
+    for (; i < n; ++i) ss += xr[i] * xr[i];
+    const float inv = 1.0f / std::sqrt(ss / float(n) + eps);
+    const __m256 iv = _mm256_set1_ps(inv);
+    i = 0;
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(g + i), _mm256_mul_ps(_mm256_loadu_ps(xr + i), iv)));
+    for (; i < n; ++i) o[i] = g[i] * (xr[i] * inv);
+  }
+}
+
 void exp_avx2(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, avx2::exp8(_mm256_loadu_ps(x + i)));
