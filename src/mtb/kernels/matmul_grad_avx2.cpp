@@ -286,14 +286,14 @@ void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
           const int m = std::min(MC, g1 - i0);
           const float* a0 = packed_a(packed, q, k, k0, i0);
           int jr = 0;
-          if (wide)  // pairs of full B panels in 512-bit registers, 12 or 6 (or fewer, last) rows at a time
+          if (wide)  // pairs of full B panels in 512-bit registers, 12 rows at a time (fewer: last)
             for (; jr + 2 * NR <= n; jr += 2 * NR)
               for (int ir = 0; ir < m; ir += MR) {
                 const float* ap = a0 + size_t(ir) * kc;
                 float* cp = job.C + (i0 + ir) * job.ldc + j0 + jr;
                 const float* bp = bp0 + size_t(jr) * kc;
-                if (m - ir >= 2 * MR) {
-                  micro512<2>(kc, ap, bp, bp + size_t(NR) * kc, cp, job.ldc, add);
+                if (m - ir > MR) {  // two panels (the second perhaps partial)
+                  micro512<2>(kc, ap, bp, bp + size_t(NR) * kc, cp, job.ldc, add, std::min(2 * MR, m - ir));
                   ir += MR;
                 } else {
                   micro512<1>(kc, ap, bp, bp + size_t(NR) * kc, cp, job.ldc, add, std::min(MR, m - ir));
