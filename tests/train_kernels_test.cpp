@@ -121,11 +121,12 @@ TEST(GemmJobs, SeveralJobsAndSumsOfProductsInOneCallEqualTheScalarTwin) {
   const auto dy1 = randn(size_t(M) * n1, 1), dy2 = randn(size_t(M) * n2, 2), x = randn(size_t(M) * d, 3);
   const auto w1 = randn(size_t(n1) * d, 4), w2 = randn(size_t(n2) * d, 5);
   struct Out {
-    std::vector<float> dx, dw1, dw2, y, empty;
+    std::vector<float> dx, dw1, dw2, y, y2, y3, empty;
   } fast, ref;
   for (Out* o : {&fast, &ref}) {
     o->dx = randn(size_t(M) * d, 6), o->dw1 = randn(w1.size(), 7), o->dw2 = randn(w2.size(), 8);
     o->y.assign(size_t(M) * n1, 0.0f), o->empty = randn(12, 9);
+    o->y2.assign(size_t(M) * n2, 0.0f), o->y3.assign(size_t(30) * n2, 0.0f);
     kernels::GemmJob dx;  // dx = dy1 W1 + dy2 W2 (overwritten)
     dx.M = M, dx.N = d, dx.C = o->dx.data(), dx.ldc = d;
     dx.add(kernels::linear_backward_x_term(dy1.data(), w1.data(), n1, d));
@@ -135,10 +136,15 @@ TEST(GemmJobs, SeveralJobsAndSumsOfProductsInOneCallEqualTheScalarTwin) {
     const kernels::GemmJob jobs[] = {kernels::linear_backward_w_job(o->dw1.data(), dy1.data(), x.data(), M, n1, d),
                                      dx, kernels::linear_forward_job(o->y.data(), x.data(), w1.data(), M, n1, d),
                                      kernels::linear_backward_w_job(o->dw2.data(), dy2.data(), x.data(), M, n2, d),
-                                     empty};
-    if (o == &fast) kernels::gemm_jobs_avx2(jobs, 5);
-    else kernels::gemm_jobs_ref(jobs, 5);
+                                     empty,
+                                     // y's A again (its packed copy is shared), and its first 30 rows (not shared)
+                                     kernels::linear_forward_job(o->y2.data(), x.data(), w2.data(), M, n2, d),
+                                     kernels::linear_forward_job(o->y3.data(), x.data(), w2.data(), 30, n2, d)};
+    if (o == &fast) kernels::gemm_jobs_avx2(jobs, 7);
+    else kernels::gemm_jobs_ref(jobs, 7);
   }
+  EXPECT_LE(max_diff(fast.y2, ref.y2), 1e-5 * max_abs(ref.y2));
+  EXPECT_LE(max_diff(fast.y3, ref.y3), 1e-5 * max_abs(ref.y3));
   EXPECT_LE(max_diff(fast.dx, ref.dx), 1e-5 * max_abs(ref.dx));
   EXPECT_LE(max_diff(fast.dw1, ref.dw1), 1e-5 * max_abs(ref.dw1));
   EXPECT_LE(max_diff(fast.dw2, ref.dw2), 1e-5 * max_abs(ref.dw2));

@@ -205,7 +205,7 @@ std::atomic<bool> g_avx512{true};
 
 void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
   // Two parallel phases. First every term's A is packed once, whole (panels of MR rows per
-  // KC-slice of the inner dimension), shared by all tasks. Then the tasks: a column tile of
+  // KC-slice of the inner dimension), shared by all tasks (and by the jobs with the same A). Then the tasks: a column tile of
   // a job's C (NC wide) x a group of its row blocks (MC high); each KC-slice of B is packed
   // once per task and reused by every row block of the group; groups give about 4 tasks per
   // thread per job. Tasks of all jobs go out dynamically (tasks.h).
@@ -239,10 +239,23 @@ void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
     tasks += int64_t(t.tiles_n) * t.groups_m;
     const int64_t rows_padded = (job.M + MR - 1) / MR * MR;
     for (int k = 0; k < job.n_terms; ++k) {
-      flops += 2.0 * job.M * job.N * double(job.terms[k].K);
+      const GemmTerm& term = job.terms[k];
+      flops += 2.0 * job.M * job.N * double(term.K);
+      // An A that an earlier job of the call packed already (q, k and v share theirs) is
+      // used from there.
+      t.a_at[k] = -1;
+      for (int q2 = 0; q2 < q && t.a_at[k] < 0; ++q2)
+        for (int k2 = 0; k2 < jobs[q2].n_terms; ++k2) {
+          const GemmTerm& o = jobs[q2].terms[k2];
+          if (jobs[q2].M == job.M && jobs[q2].N > 0 && o.K == term.K && o.A.p == term.A.p && o.A.rs == term.A.rs && o.A.cs == term.A.cs) {
+            t.a_at[k] = tiling[q2].a_at[k2];
+            break;
+          }
+        }
+      if (t.a_at[k] >= 0) continue;
       t.a_at[k] = packed_floats;
-      packed_floats += rows_padded * job.terms[k].K;
-      for (int k0 = 0; k0 < job.terms[k].K; k0 += KC)
+      packed_floats += rows_padded * term.K;
+      for (int k0 = 0; k0 < term.K; k0 += KC)
         for (int i0 = 0; i0 < job.M; i0 += MC) units.push_back({q, k, k0, i0});
     }
   }
