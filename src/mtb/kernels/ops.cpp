@@ -7,26 +7,11 @@
 #include "mtb/kernels/tasks.h"
 
 namespace mtb::kernels {
-namespace {
-
-// Prefill-sized calls go to the pool in pieces of about this many elements (a fixed size, so
-// what each element computes does not depend on the thread count); small ones run inline.
-constexpr int64_t kChunk = 1 << 14;
-
-// body(begin, end) over [0, n) in pieces of `per` items, `size` elements each.
-template <typename F>
-void pieces(int64_t n, int64_t size, F&& body) {
-  const int64_t per = std::max<int64_t>(1, kChunk / std::max<int64_t>(size, 1));
-  run_tasks((n + per - 1) / per, [&](int64_t i, int) { body(i * per, std::min(n, (i + 1) * per)); },
-            n * size < 4 * kChunk);
-}
-
-}  // namespace
 
 void rmsnorm(float* out, int64_t out_stride, const float* x, int64_t x_stride, const float* g,
              int rows, int n, float eps) {
   const bool avx2 = use_avx2();
-  pieces(rows, n, [&](int64_t r0, int64_t r1) {
+  run_pieces(rows, n, [&](int64_t r0, int64_t r1) {
     float* o = out + r0 * out_stride;
     const float* xr = x + r0 * x_stride;
     if (avx2) rmsnorm_avx2(o, out_stride, xr, x_stride, g, int(r1 - r0), n, eps);
@@ -64,7 +49,7 @@ void layernorm(float* out, const float* x, const float* g, const float* b, int r
 void rope(float* x, int n_tokens, int64_t token_stride, int n_heads, int64_t head_stride,
           int rot_dim, const float* cos, const float* sin, RopeLayout layout) {
   const int half = rot_dim / 2;
-  pieces(n_tokens, int64_t(n_heads) * rot_dim, [&](int64_t t0, int64_t t1) {
+  run_pieces(n_tokens, int64_t(n_heads) * rot_dim, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const float* c = cos + t * half;
       const float* s = sin + t * half;
@@ -84,7 +69,7 @@ void rope(float* x, int n_tokens, int64_t token_stride, int n_heads, int64_t hea
 
 void silu_mul(float* gate, const float* up, int64_t n) {
   const bool avx2 = use_avx2();
-  pieces(n, 1, [&](int64_t b, int64_t e) {
+  run_pieces(n, 1, [&](int64_t b, int64_t e) {
     if (avx2) silu_mul_avx2(gate + b, up + b, e - b);
     else silu_mul_ref(gate + b, up + b, e - b);
   });
@@ -106,7 +91,7 @@ void gelu_tanh(float* x, int64_t n) {
 }
 
 void add(float* x, const float* y, int64_t n) {
-  pieces(n, 1, [&](int64_t b, int64_t e) {
+  run_pieces(n, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) x[i] += y[i];
   });
 }

@@ -7,19 +7,6 @@
 #include "mtb/kernels/tasks.h"
 
 namespace mtb::kernels {
-namespace {
-
-// Element-wise loops go to the pool in chunks of this many elements (fixed, so that
-// results do not depend on the thread count); small ones run inline.
-constexpr int64_t kChunk = 1 << 14;
-
-template <typename F>
-void chunks(int64_t n, F&& body) {
-  const int64_t c = (n + kChunk - 1) / kChunk;
-  run_tasks(c, [&](int64_t i, int) { body(i * kChunk, std::min(n, (i + 1) * kChunk)); }, n < 4 * kChunk);
-}
-
-}  // namespace
 
 void rmsnorm_backward(float* dx, int64_t dx_stride, const float* x, int64_t x_stride, const float* g,
                       const float* dy, int64_t dy_stride, float* dg, int rows, int n, float eps,
@@ -92,7 +79,7 @@ void rope_backward(float* dx, int n_tokens, int64_t token_stride, int n_heads, i
 }
 
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
-  chunks(n, [&](int64_t b, int64_t e) {
+  run_pieces(n, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const float g = gate[i], sig = 1.0f / (1.0f + std::exp(-g));
       out[i] = g * sig * up[i];
@@ -101,7 +88,7 @@ void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
 }
 
 void swiglu_backward(float* dgate, float* dup, const float* gate, const float* up, const float* dout, int64_t n) {
-  chunks(n, [&](int64_t b, int64_t e) {
+  run_pieces(n, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const float g = gate[i], s = 1.0f / (1.0f + std::exp(-g)), d = dout[i];
       dup[i] = d * g * s;
@@ -116,7 +103,7 @@ constexpr float kGeluC = 0.044715f;
 }  // namespace
 
 void gelu_tanh_forward(float* out, const float* x, int64_t n) {
-  chunks(n, [&](int64_t b, int64_t e) {
+  run_pieces(n, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const float v = x[i];
       out[i] = 0.5f * v * (1.0f + std::tanh(kGeluK * (v + kGeluC * v * v * v)));
@@ -125,7 +112,7 @@ void gelu_tanh_forward(float* out, const float* x, int64_t n) {
 }
 
 void gelu_tanh_backward(float* dx, const float* x, const float* dout, int64_t n) {
-  chunks(n, [&](int64_t b, int64_t e) {
+  run_pieces(n, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const float v = x[i], t = std::tanh(kGeluK * (v + kGeluC * v * v * v));
       const float d = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluK * (1.0f + 3.0f * kGeluC * v * v);

@@ -4,6 +4,7 @@
 // the threads that are running do the work. Which thread runs a task never changes what the
 // task computes, so results stay independent of the thread count and of the schedule.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -26,6 +27,19 @@ void run_tasks(int64_t n, F&& fn, bool serial = false) {
          t = next.fetch_add(1, std::memory_order_relaxed))
       fn(t, thread);
   });
+}
+
+// Element-wise and row-wise loops go to the pool in pieces of about kChunk elements (a fixed
+// size, so what each element computes does not depend on the thread count); small calls
+// (under 4 pieces) run inline.
+constexpr int64_t kChunk = 1 << 14;
+
+// body(begin, end) over items [0, n) of `size` elements each, kChunk / size items a piece.
+template <typename F>
+void run_pieces(int64_t n, int64_t size, F&& body) {
+  const int64_t per = std::max<int64_t>(1, kChunk / std::max<int64_t>(size, 1));
+  run_tasks((n + per - 1) / per, [&](int64_t i, int) { body(i * per, std::min(n, (i + 1) * per)); },
+            n * size < 4 * kChunk);
 }
 
 }  // namespace mtb::kernels
