@@ -43,7 +43,7 @@ void attention_ref(const AttentionArgs& a) {
       const float* q = a.q + i * a.q_stride + int64_t(h) * a.qk_dim;
       float mx = -INFINITY;
       for (int j = 0; j < n_keys; ++j) {
-        const int64_t k0 = j * a.k_stride + int64_t(kvh) * a.qk_dim;
+        const int64_t k0 = key_row(a, j) * a.k_stride + int64_t(kvh) * a.qk_dim;
         float s = 0.0f;
         for (int d = 0; d < a.qk_dim; ++d) s += q[d] * element(a.kv_type, a.k, k0 + d);
         p[j] = s * a.scale;
@@ -57,7 +57,7 @@ void attention_ref(const AttentionArgs& a) {
       float* o = a.out + i * a.out_stride + int64_t(h) * a.v_dim;
       for (int d = 0; d < a.v_dim; ++d) o[d] = 0.0f;
       for (int j = 0; j < n_keys; ++j) {
-        const int64_t v0 = j * a.v_stride + int64_t(kvh) * a.v_dim;
+        const int64_t v0 = key_row(a, j) * a.v_stride + int64_t(kvh) * a.v_dim;
         const float w = p[j] / sum;
         for (int d = 0; d < a.v_dim; ++d) o[d] += w * element(a.kv_type, a.v, v0 + d);
       }

@@ -1,5 +1,7 @@
 // Causal scaled dot-product attention over rows of packed heads, with grouped K/V heads.
-// K and V may be stored as F32, BF16 or F16 (a KV cache's element type).
+// K and V may be stored as F32, BF16 or F16 (a KV cache's element type), in consecutive rows
+// or in a paged pool through a block table. A query row's result depends only on its query
+// and the keys it sees, never on the other rows of the call (batch invariance).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -28,9 +30,18 @@ struct AttentionArgs {
   int64_t v_stride = 0;
   float* out = nullptr;
   int64_t out_stride = 0;
+  // Paged K/V: key j lies in row block_table[j / block_size] · block_size + j % block_size of
+  // k and v (rows k_stride / v_stride apart). Null: key j is row j.
+  const int32_t* block_table = nullptr;
+  int block_size = 0;
   // Room for the scores: attention_scratch_floats(keys, n_heads) floats, or null to allocate here.
   float* scratch = nullptr;
 };
+
+// The row of k and v that holds key j.
+inline int64_t key_row(const AttentionArgs& a, int j) {
+  return a.block_table ? int64_t(a.block_table[j / a.block_size]) * a.block_size + j % a.block_size : j;
+}
 
 // Floats of scratch `attention` needs for up to `max_keys` keys and `max_heads` query heads.
 size_t attention_scratch_floats(int max_keys, int max_heads);

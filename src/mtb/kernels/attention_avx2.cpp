@@ -5,14 +5,14 @@
 // accumulators (tiles of query vectors x 16..64 value dims, the weights broadcast). So K and
 // V are streamed once per task, each key row reused from L1/L2 by every query vector of the
 // task, and nothing of size keys x heads is stored.
-// Scores two ways. A task of at least a vector of query vectors (prefill: 16 or 32 of them;
-// MLA's absorbed decode) transposes its queries once and computes S^T = K · Q^T: each key
-// element broadcast against a vector of query vectors (tiles of 6-8 keys x 1-2 vectors), no
-// horizontal sums, and the softmax runs across the lanes. Fewer query vectors (decoding
-// with GQA) take register tiles of query vectors x keys, each a dot product over the head.
-// When there are few tasks (decoding, and MLA's absorbed form has a single kv head) the keys
-// are split between tasks and the partial softmaxes merged after (split-K, "flash decoding"),
-// so both threads stream disjoint halves of the cache. Tasks go out dynamically (tasks.h).
+// A task transposes its queries once and computes S^T = K · Q^T: each key element broadcast
+// against a vector of query vectors (tiles of 6-8 keys x 1-2 vectors; decoding fills only a
+// few lanes), no horizontal sums, and the softmax runs across the lanes. Keys come in chunks
+// of kChunk, each a task of its own, and a row that sees several merges their partial
+// softmaxes after ("flash decoding"), so decoding spreads a long cache over both threads.
+// Every query vector's arithmetic is fixed by its query and its keys alone (batch
+// invariance). Key j's row is j, or block_table[j / block_size] · block_size + j % block_size
+// in a paged cache. Tasks go out dynamically (tasks.h).
 // The tiles are written once for a vector width (vec_avx.h) and compiled for 256 and 512
 // bits; 512 where the GEMM uses AVX-512.
 #include <immintrin.h>
@@ -32,21 +32,12 @@ namespace mtb::kernels {
 namespace {
 
 using avx2::exp8;
-using avx2::hsum;
-using avx2::max_of;
 using avx2::load1;
-using avx2::load8;
 using avx2::transpose8;
 
-constexpr int KB = 64;  // keys per block
-
-// [s0..s7]: the horizontal sums of v[0..8).
-inline __m256 hsum8(const __m256 v[8]) {
-  const __m256 a = _mm256_hadd_ps(v[0], v[1]), b = _mm256_hadd_ps(v[2], v[3]);
-  const __m256 c = _mm256_hadd_ps(v[4], v[5]), d = _mm256_hadd_ps(v[6], v[7]);
-  const __m256 ab = _mm256_hadd_ps(a, b), cd = _mm256_hadd_ps(c, d);
-  return _mm256_add_ps(_mm256_permute2f128_ps(ab, cd, 0x20), _mm256_permute2f128_ps(ab, cd, 0x31));
-}
+constexpr int KB = 64;          // keys per block
+constexpr int kChunk = 512;     // keys per chunk (a multiple of KB): fixed, for batch invariance
+constexpr int64_t kMaxPartFloats = int64_t(8) << 20;  // chunk partials held at once (32 MiB)
 
 // One task's query vectors: where each reads q, how many keys it sees, where its output goes.
 struct Task {

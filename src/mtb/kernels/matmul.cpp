@@ -1,13 +1,25 @@
 #include "mtb/kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "mtb/kernels/cpu.h"
 
 namespace mtb::kernels {
+
+namespace {
+std::atomic<bool> g_fast_prefill{[] {
+  const char* e = std::getenv("MTB_FAST_PREFILL");
+  return e && e[0] == '1';
+}()};
+}  // namespace
+
+bool fast_prefill() { return g_fast_prefill.load(std::memory_order_relaxed); }
+void set_fast_prefill(bool on) { g_fast_prefill.store(on, std::memory_order_relaxed); }
 
 void matmul(float* y, const float* x, const void* w, DType wtype, const float* bias,
             int M, int N, int K) {

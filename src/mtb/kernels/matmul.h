@@ -26,10 +26,19 @@ void quantize_q8_act_avx2(const float* x, int K, int8_t* q, float* d);
 void matmul_ref(float* y, const float* x, const void* w, DType wtype, const float* bias,
                 int M, int N, int K);
 
-// The AVX2+FMA kernel itself (callers use matmul); threads from core/parallel.h. From 16
-// rows of x on (prefill) it runs the packed GEMM of matmul_grad.h, non-F32 weights widened to
-// F32 a slab at a time (for Q8_0, x is rounded to Q8_0 and back first, so prefill and decode
-// compute the same products).
+// Batch invariance. By default every product runs the same tiles whatever its number of rows
+// M: each output y[m][n] is one fixed sequence of operations over k (a tile's lanes, then one
+// fixed horizontal sum), so row m's bits never depend on the other rows of x. That is what
+// lets a sequence's logits be the same alone or in any batch, and however its prompt was cut.
+// set_fast_prefill(true) (or MTB_FAST_PREFILL=1 in the environment) sends products of 16+
+// rows to the packed GEMM of matmul_grad.h instead: faster prompts, but a row's bits then
+// depend on M (the GEMM sums k in another order), so that mode is opt-in.
+bool fast_prefill();
+void set_fast_prefill(bool on);
+
+// The AVX2+FMA kernel itself (callers use matmul); threads from core/parallel.h. With
+// fast_prefill(), from 16 rows of x on it runs the packed GEMM of matmul_grad.h, non-F32
+// weights widened to F32 a slab at a time (for Q8_0, x is rounded to Q8_0 and back first).
 void matmul_avx2(float* y, const float* x, const void* w, DType wtype, const float* bias,
                  int M, int N, int K);
 

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -423,8 +424,9 @@ void block(const MatmulJob& j, const PreparedX& a, int n0, int n1) {
   }
 }
 
-// Rows of x from which a product goes to the packed GEMM (prefill): there each weight is
-// reused by many rows, so the FMA units, not the weight stream, set the pace.
+// Rows of x from which a product goes to the packed GEMM (prefill) with fast_prefill(): there
+// each weight is reused by many rows, so the FMA units, not the weight stream, set the pace.
+// Otherwise every product runs the tiles above (batch invariance: see matmul.h).
 constexpr int kGemmRows = 16;
 
 // Prefill: the packed, cache-blocked 6x16 GEMM of matmul_grad.h. F32, BF16 and F16 weights
@@ -526,9 +528,10 @@ void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs) {
   thread_local std::vector<uint8_t> xu;
   thread_local std::vector<float> xd, xe;
   size_t q_size = 0, e_size = 0;
+  const int gemm_rows = fast_prefill() ? kGemmRows : INT32_MAX;
   for (int i = 0; i < n_jobs; ++i) {
     const MatmulJob& j = jobs[i];
-    if (j.M <= 0 || j.M >= kGemmRows) continue;
+    if (j.M <= 0 || j.M >= gemm_rows) continue;
     if (j.wtype == DType::Q8_0) q_size += size_t(j.M) * j.K;
     if (j.wtype == DType::BF16) e_size += size_t(j.M) * j.K;
   }
@@ -546,7 +549,7 @@ void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs) {
   for (int i = 0; i < n_jobs; ++i) {
     const MatmulJob& j = jobs[i];
     if (j.M <= 0 || j.N <= 0) continue;
-    if (j.M >= kGemmRows) {  // prefill-sized: Q8_0 now, the others together after the loop
+    if (j.M >= gemm_rows) {  // prefill-sized: Q8_0 now, the others together after the loop
       if (j.wtype == DType::Q8_0) run_gemm_q8(j);
       else big[n_big++] = &j;
       continue;

@@ -1,5 +1,6 @@
 #include "mtb/model/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -102,17 +103,17 @@ void Model::norm(const Norm& n, const float* x, int T, float* out) const {
     kernels::layernorm(out, x, n.g.data(), n.b.empty() ? nullptr : n.b.data(), T, d, float(config_.norm_eps));
 }
 
-void Model::rope_tables(int pos0, int T, Workspace& ws) const {
+void Model::rope_tables(int T, Workspace& ws) const {
   const size_t half = inv_freq_.size();
   for (int t = 0; t < T; ++t)
     for (size_t i = 0; i < half; ++i) {
-      const double angle = double(pos0 + t) * inv_freq_[i];
+      const double angle = double(ws.pos[size_t(t)]) * inv_freq_[i];
       ws.cos[size_t(t) * half + i] = float(std::cos(angle));
       ws.sin[size_t(t) * half + i] = float(std::sin(angle));
     }
 }
 
-void Model::embed(const int32_t* ids, int T, int pos0, float* x, float* scratch) const {
+void Model::embed(const int32_t* ids, int T, const int32_t* pos, float* x, float* scratch) const {
   const int d = config_.d_model;
   const size_t row_bytes = dtype_bytes(tok_embed_.dtype, d);
   const size_t pos_row_bytes = pos_embed_.empty() ? 0 : dtype_bytes(pos_embed_.dtype, d);
@@ -120,20 +121,22 @@ void Model::embed(const int32_t* ids, int T, int pos0, float* x, float* scratch)
     float* xt = x + size_t(t) * d;
     to_f32(tok_embed_.dtype, static_cast<const uint8_t*>(tok_embed_.data) + size_t(ids[t]) * row_bytes, xt, size_t(d));
     if (pos_row_bytes) {  // learned positions: x += P[pos] (the row widened in `scratch`, [d])
-      to_f32(pos_embed_.dtype, static_cast<const uint8_t*>(pos_embed_.data) + size_t(pos0 + t) * pos_row_bytes, scratch, size_t(d));
+      to_f32(pos_embed_.dtype, static_cast<const uint8_t*>(pos_embed_.data) + size_t(pos[t]) * pos_row_bytes, scratch, size_t(d));
       kernels::add(xt, scratch, d);
     }
   }
 }
 
-Workspace Model::make_workspace(int max_tokens, int capacity, MlaForm mla, bool all_logits) const {
+Workspace Model::make_workspace(int max_tokens, int capacity, MlaForm mla, bool all_logits, int logit_rows) const {
   const ModelConfig& c = config_;
   const size_t T = size_t(max_tokens), d = size_t(c.d_model), H = size_t(c.n_heads);
   Workspace ws;
   ws.max_tokens = max_tokens, ws.capacity = capacity;
   ws.x.resize(T * d), ws.h.resize(T * d), ws.y.resize(T * d);
   ws.gate.resize(T * size_t(c.d_ff)), ws.up.resize(T * size_t(c.d_ff));
-  ws.logits.resize(size_t(c.vocab) * (all_logits ? T : 1));
+  ws.max_logit_rows = std::min(max_tokens, all_logits ? max_tokens : std::max(1, logit_rows));
+  ws.logits.resize(size_t(c.vocab) * size_t(ws.max_logit_rows));
+  ws.pos.resize(T);
   ws.cos.resize(T * size_t(c.rope_dim() / 2 + 1)), ws.sin.resize(ws.cos.size());
   ws.scores.resize(kernels::attention_scratch_floats(capacity, c.n_heads));
   if (!c.is_mla()) {
@@ -148,9 +151,9 @@ Workspace Model::make_workspace(int max_tokens, int capacity, MlaForm mla, bool 
     ws.qa.resize(T * size_t(c.q_lora_rank));
     ws.kva.resize(T * (dc + dr));
     ws.att.resize(T * H * dv);
-    // Plain form: over the whole cache when asked to (MlaForm::Plain), else a fresh prefill.
+    // Plain form (MlaForm::Plain): room to up-project a whole sequence's cache.
     ws.plain_mla_over_cache = mla == MlaForm::Plain;
-    const size_t n = ws.plain_mla_over_cache ? size_t(capacity) : (mla == MlaForm::Absorbed ? 0 : T);
+    const size_t n = ws.plain_mla_over_cache ? size_t(capacity) : 0;
     ws.lat.resize(n * dc), ws.kv_all.resize(n * H * (nope + dv));
     ws.k_all.resize(n * H * qk), ws.v_all.resize(n * H * dv);
     // Absorbed form.
@@ -159,10 +162,24 @@ Workspace Model::make_workspace(int max_tokens, int capacity, MlaForm mla, bool 
   return ws;
 }
 
+namespace {
+
+// The cache row of key j of a segment.
+int64_t cache_row(const BatchSegment& s, int j) {
+  return s.block_table ? int64_t(s.block_table[j / s.block_size]) * s.block_size + j % s.block_size : j;
+}
+
+void set_pages(kernels::AttentionArgs& a, const BatchSegment& s) {
+  a.block_table = s.block_table, a.block_size = s.block_size;
+}
+
+}  // namespace
+
 // Standard attention (MHA / MQA / GQA), optional QK-norm and RoPE. Reads ws.h, writes ws.y.
-void Model::attention(const LayerWeights& w, int layer, int T, KVCache& cache, Workspace& ws) const {
+void Model::attention(const LayerWeights& w, int layer, const BatchSegment* segs, int n_segs, int T, KVCache& cache,
+                      Workspace& ws) const {
   const ModelConfig& c = config_;
-  const int H = c.n_heads, KV = c.n_kv_heads, dh = c.head_dim, pos0 = cache.size();
+  const int H = c.n_heads, KV = c.n_kv_heads, dh = c.head_dim;
   float *q = ws.q.data(), *k = ws.k.data(), *v = ws.v.data();  // [T, H, dh], [T, KV, dh], [T, KV, dh]
   const kernels::MatmulJob qkv[3] = {job(w.wq, ws.h.data(), T, q), job(w.wk, ws.h.data(), T, k), job(w.wv, ws.h.data(), T, v)};
   kernels::matmul_jobs(qkv, 3);
@@ -174,30 +191,43 @@ void Model::attention(const LayerWeights& w, int layer, int T, KVCache& cache, W
     kernels::rope(q, T, int64_t(H) * dh, H, dh, dh, ws.cos.data(), ws.sin.data(), c.rope_layout);
     kernels::rope(k, T, int64_t(KV) * dh, KV, dh, dh, ws.cos.data(), ws.sin.data(), c.rope_layout);
   }
-  // Append this step's keys and values to the cache, in its element type.
+  // Write this step's keys and values into their cache rows, in the cache's element type.
   const size_t row = size_t(KV) * dh, stride = size_t(cache.row_stride()), esz = dtype_size(cache.type());
-  for (int t = 0; t < T; ++t) {
-    from_f32(cache.type(), k + t * row, static_cast<uint8_t*>(cache.k(layer)) + size_t(pos0 + t) * stride * esz, row);
-    from_f32(cache.type(), v + t * row, static_cast<uint8_t*>(cache.v(layer)) + size_t(pos0 + t) * stride * esz, row);
+  int t0 = 0;
+  for (int si = 0; si < n_segs; ++si) {
+    const BatchSegment& s = segs[si];
+    for (int i = 0; i < s.n; ++i) {
+      const size_t r = size_t(cache_row(s, s.pos0 + i)), t = size_t(t0 + i);
+      from_f32(cache.type(), k + t * row, static_cast<uint8_t*>(cache.k(layer)) + r * stride * esz, row);
+      from_f32(cache.type(), v + t * row, static_cast<uint8_t*>(cache.v(layer)) + r * stride * esz, row);
+    }
+    t0 += s.n;
   }
-  kernels::AttentionArgs a;
-  a.n_queries = T, a.q_pos0 = pos0, a.n_heads = H, a.n_kv_heads = KV, a.qk_dim = dh, a.v_dim = dh;
-  a.scale = float(c.attention_scale());
-  a.q = q, a.q_stride = int64_t(H) * dh;
-  a.kv_type = cache.type();
-  a.k = cache.k(layer), a.k_stride = int64_t(stride);
-  a.v = cache.v(layer), a.v_stride = int64_t(stride);
-  a.out = ws.att.data(), a.out_stride = int64_t(H) * dh;
-  a.scratch = ws.scores.data();
-  kernels::attention(a);
+  t0 = 0;
+  for (int si = 0; si < n_segs; ++si) {  // each sequence over its own keys
+    const BatchSegment& s = segs[si];
+    kernels::AttentionArgs a;
+    a.n_queries = s.n, a.q_pos0 = s.pos0, a.n_heads = H, a.n_kv_heads = KV, a.qk_dim = dh, a.v_dim = dh;
+    a.scale = float(c.attention_scale());
+    a.q = q + size_t(t0) * H * dh, a.q_stride = int64_t(H) * dh;
+    a.kv_type = cache.type();
+    a.k = cache.k(layer), a.k_stride = int64_t(stride);
+    a.v = cache.v(layer), a.v_stride = int64_t(stride);
+    a.out = ws.att.data() + size_t(t0) * H * dh, a.out_stride = int64_t(H) * dh;
+    a.scratch = ws.scores.data();
+    set_pages(a, s);
+    kernels::attention(a);
+    t0 += s.n;
+  }
   linear(w.wo, ws.att.data(), T, ws.y.data());
 }
 
 // MLA. Reads ws.h, writes ws.y. The cache holds [normalized latent | RoPE'd key] per token.
-void Model::attention_mla(const LayerWeights& w, int layer, int T, KVCache& cache, Workspace& ws, bool plain) const {
+void Model::attention_mla(const LayerWeights& w, int layer, const BatchSegment* segs, int n_segs, int T,
+                          KVCache& cache, Workspace& ws, bool plain) const {
   const ModelConfig& c = config_;
   const int H = c.n_heads, nope = c.qk_nope_head_dim, dr = c.qk_rope_head_dim;
-  const int qk = nope + dr, dv = c.v_head_dim, dc = c.kv_lora_rank, pos0 = cache.size();
+  const int qk = nope + dr, dv = c.v_head_dim, dc = c.kv_lora_rank;
   const int64_t crow = dc + dr;  // cache row
   float* q = ws.q.data();      // [T, H, nope | rope]
   float* kva = ws.kva.data();  // [T, latent | rope key]
@@ -219,36 +249,49 @@ void Model::attention_mla(const LayerWeights& w, int layer, int T, KVCache& cach
   const size_t esz = dtype_size(cache.type());
   uint8_t* rows = static_cast<uint8_t*>(cache.latent(layer));
   const size_t cstride = size_t(cache.row_stride());  // elements from one cached row to the next
-  for (int t = 0; t < T; ++t)
-    from_f32(cache.type(), kva + t * crow, rows + size_t(pos0 + t) * cstride * esz, size_t(crow));
-  const int n = pos0 + T;  // keys to attend over
+  int t0 = 0;
+  for (int si = 0; si < n_segs; ++si) {
+    const BatchSegment& s = segs[si];
+    for (int i = 0; i < s.n; ++i)
+      from_f32(cache.type(), kva + size_t(t0 + i) * crow, rows + size_t(cache_row(s, s.pos0 + i)) * cstride * esz,
+               size_t(crow));
+    t0 += s.n;
+  }
 
   kernels::AttentionArgs a;
-  a.n_queries = T, a.q_pos0 = pos0, a.n_heads = H, a.scale = float(c.attention_scale());
+  a.n_heads = H, a.scale = float(c.attention_scale());
   a.scratch = ws.scores.data();
   if (plain) {
-    // Up-project every cached latent to per-head keys and values: K [n, H, nope | rope], V [n, H, dv].
-    float* lat = ws.lat.data();  // [n, dc]
-    for (int j = 0; j < n; ++j) to_f32(cache.type(), rows + size_t(j) * cstride * esz, lat + size_t(j) * dc, size_t(dc));
-    linear(w.wkv_b, lat, n, ws.kv_all.data());  // [n, H, k_nope | v]
-    for (int j = 0; j < n; ++j) {
-      float* krow = ws.k_all.data() + size_t(j) * H * qk;
-      to_f32(cache.type(), rows + (size_t(j) * cstride + size_t(dc)) * esz, krow + nope, size_t(dr));
-      for (int hh = 0; hh < H; ++hh) {
-        const float* src = ws.kv_all.data() + (size_t(j) * H + hh) * (nope + dv);
-        float* kd = krow + size_t(hh) * qk;
-        std::copy(src, src + nope, kd);
-        if (hh) std::copy(krow + nope, krow + nope + dr, kd + nope);  // the shared RoPE key
-        std::copy(src + nope, src + nope + dv, ws.v_all.data() + (size_t(j) * H + hh) * dv);
+    t0 = 0;
+    for (int si = 0; si < n_segs; ++si) {
+      const BatchSegment& s = segs[si];
+      const int n = s.pos0 + s.n;  // keys to attend over
+      // Up-project every cached latent to per-head keys and values: K [n, H, nope | rope], V [n, H, dv].
+      float* lat = ws.lat.data();  // [n, dc]
+      for (int j = 0; j < n; ++j)
+        to_f32(cache.type(), rows + size_t(cache_row(s, j)) * cstride * esz, lat + size_t(j) * dc, size_t(dc));
+      linear(w.wkv_b, lat, n, ws.kv_all.data());  // [n, H, k_nope | v]
+      for (int j = 0; j < n; ++j) {
+        float* krow = ws.k_all.data() + size_t(j) * H * qk;
+        to_f32(cache.type(), rows + (size_t(cache_row(s, j)) * cstride + size_t(dc)) * esz, krow + nope, size_t(dr));
+        for (int hh = 0; hh < H; ++hh) {
+          const float* src = ws.kv_all.data() + (size_t(j) * H + hh) * (nope + dv);
+          float* kd = krow + size_t(hh) * qk;
+          std::copy(src, src + nope, kd);
+          if (hh) std::copy(krow + nope, krow + nope + dr, kd + nope);  // the shared RoPE key
+          std::copy(src + nope, src + nope + dv, ws.v_all.data() + (size_t(j) * H + hh) * dv);
+        }
       }
+      a.n_queries = s.n, a.q_pos0 = s.pos0;
+      a.n_kv_heads = H, a.qk_dim = qk, a.v_dim = dv;
+      a.q = q + size_t(t0) * H * qk, a.q_stride = int64_t(H) * qk;
+      a.kv_type = DType::F32;
+      a.k = ws.k_all.data(), a.k_stride = int64_t(H) * qk;
+      a.v = ws.v_all.data(), a.v_stride = int64_t(H) * dv;
+      a.out = ws.att.data() + size_t(t0) * H * dv, a.out_stride = int64_t(H) * dv;
+      kernels::attention(a);  // keys in consecutive rows here
+      t0 += s.n;
     }
-    a.n_kv_heads = H, a.qk_dim = qk, a.v_dim = dv;
-    a.q = q, a.q_stride = int64_t(H) * qk;
-    a.kv_type = DType::F32;
-    a.k = ws.k_all.data(), a.k_stride = int64_t(H) * qk;
-    a.v = ws.v_all.data(), a.v_stride = int64_t(H) * dv;
-    a.out = ws.att.data(), a.out_stride = int64_t(H) * dv;
-    kernels::attention(a);
   } else {
     // Absorbed: q_abs[h] = [W_UK[h]^T q_nope[h] | q_rope[h]]; one shared "KV head": the cache rows.
     // The per-head products run as one batch, reading q and writing q_abs in place (strided).
@@ -266,13 +309,20 @@ void Model::attention_mla(const LayerWeights& w, int layer, int T, KVCache& cach
         const float* qr = q + (size_t(t) * H + hh) * qk + nope;
         std::copy(qr, qr + dr, q_abs + (size_t(t) * H + hh) * crow + dc);
       }
-    a.n_kv_heads = 1, a.qk_dim = int(crow), a.v_dim = dc;
-    a.q = q_abs, a.q_stride = int64_t(H) * crow;
-    a.kv_type = cache.type();
-    a.k = rows, a.k_stride = int64_t(cstride);
-    a.v = rows, a.v_stride = int64_t(cstride);  // V is the latent: the first dc elements of each row
-    a.out = ws.att_lat.data(), a.out_stride = int64_t(H) * dc;
-    kernels::attention(a);
+    t0 = 0;
+    for (int si = 0; si < n_segs; ++si) {
+      const BatchSegment& s = segs[si];
+      a.n_queries = s.n, a.q_pos0 = s.pos0;
+      a.n_kv_heads = 1, a.qk_dim = int(crow), a.v_dim = dc;
+      a.q = q_abs + size_t(t0) * H * crow, a.q_stride = int64_t(H) * crow;
+      a.kv_type = cache.type();
+      a.k = rows, a.k_stride = int64_t(cstride);
+      a.v = rows, a.v_stride = int64_t(cstride);  // V is the latent: the first dc elements of each row
+      a.out = ws.att_lat.data() + size_t(t0) * H * dc, a.out_stride = int64_t(H) * dc;
+      set_pages(a, s);
+      kernels::attention(a);
+      t0 += s.n;
+    }
     // W_UV after attention: out[h] = W_UV[h] o_lat[h], W_UV[h] = rows [h(nope+dv)+nope, +dv) of kv_b.
     const size_t kvb_row = dtype_bytes(w.wkv_b.w.dtype, dc);
     for (int hh = 0; hh < H; ++hh)
@@ -300,50 +350,94 @@ void Model::ffn(const LayerWeights& w, int T, Workspace& ws) const {
   }
 }
 
-const float* Model::forward(const int32_t* ids, int T, KVCache& cache, Workspace& ws,
-                            const ForwardOptions& options) const {
+const float* Model::forward_batch(const BatchSegment* segs, int n_segs, KVCache& cache, Workspace& ws,
+                                  MlaForm mla) const {
   const ModelConfig& c = config_;
-  const int d = c.d_model, pos0 = cache.size();
-  if (T <= 0) throw Error("empty token sequence");
+  const int d = c.d_model;
+  if (n_segs <= 0) throw Error("empty batch");
+  int T = 0, rows = 0;
+  for (int si = 0; si < n_segs; ++si) {
+    const BatchSegment& s = segs[si];
+    if (s.n <= 0) throw Error("batch segment " + std::to_string(si) + ": empty token sequence");
+    if (s.pos0 < 0) throw Error("batch segment " + std::to_string(si) + ": negative position");
+    const int64_t end = int64_t(s.pos0) + s.n;
+    if (!s.block_table && end > cache.capacity())
+      throw Error("context full: " + std::to_string(s.pos0) + " cached + " + std::to_string(s.n) +
+                  " new tokens exceed the context of " + std::to_string(cache.capacity()));
+    if (s.block_table) {
+      if (s.block_size <= 0) throw Error("batch segment " + std::to_string(si) + ": block size must be positive");
+      const int64_t blocks = cache.capacity() / s.block_size;
+      for (int64_t b = 0; b < (end + s.block_size - 1) / s.block_size; ++b)
+        if (s.block_table[b] < 0 || s.block_table[b] >= blocks)
+          throw Error("batch segment " + std::to_string(si) + ": block " + std::to_string(s.block_table[b]) +
+                      " is outside the cache's " + std::to_string(blocks) + " blocks");
+    }
+    if (c.position == PositionKind::Learned && end > c.max_context)
+      throw Error("position " + std::to_string(end - 1) + " is past the learned position table (" +
+                  std::to_string(c.max_context) + ")");
+    for (int t = 0; t < s.n; ++t)
+      if (s.ids[t] < 0 || s.ids[t] >= c.vocab)
+        throw Error("token id " + std::to_string(s.ids[t]) + " at position " + std::to_string(s.pos0 + t) +
+                    " is outside the vocabulary [0, " + std::to_string(c.vocab) + ")");
+    T += s.n;
+    rows += s.logits == BatchSegment::Logits::All ? s.n : s.logits == BatchSegment::Logits::Last ? 1 : 0;
+  }
   if (T > ws.max_tokens)
     throw Error(std::to_string(T) + " tokens in one step exceed the workspace's " + std::to_string(ws.max_tokens));
-  if (pos0 + T > cache.capacity())
-    throw Error("context full: " + std::to_string(pos0) + " cached + " + std::to_string(T) +
-                " new tokens exceed the context of " + std::to_string(cache.capacity()));
-  if (c.position == PositionKind::Learned && pos0 + T > c.max_context)
-    throw Error("position " + std::to_string(pos0 + T - 1) + " is past the learned position table (" +
-                std::to_string(c.max_context) + ")");
-  for (int t = 0; t < T; ++t)
-    if (ids[t] < 0 || ids[t] >= c.vocab)
-      throw Error("token id " + std::to_string(ids[t]) + " at position " + std::to_string(pos0 + t) +
-                  " is outside the vocabulary [0, " + std::to_string(c.vocab) + ")");
-  bool plain = false;
-  if (c.is_mla()) {
-    plain = options.mla == MlaForm::Plain || (options.mla == MlaForm::Auto && pos0 == 0);
-    if (plain && ws.lat.size() < size_t(pos0 + T) * size_t(c.kv_lora_rank))
-      throw Error("workspace has no room for plain MLA over " + std::to_string(pos0 + T) + " tokens");
-  }
+  if (rows > ws.max_logit_rows)
+    throw Error("workspace has no room for the logits of " + std::to_string(rows) + " tokens");
+  const bool plain = c.is_mla() && mla == MlaForm::Plain;
+  if (plain)
+    for (int si = 0; si < n_segs; ++si)
+      if (ws.lat.size() < size_t(segs[si].pos0 + segs[si].n) * size_t(c.kv_lora_rank))
+        throw Error("workspace has no room for plain MLA over " + std::to_string(segs[si].pos0 + segs[si].n) + " tokens");
   float* x = ws.x.data();  // [T, d], the residual stream
-  embed(ids, T, pos0, x, ws.y.data());
-  if (c.position == PositionKind::RoPE) rope_tables(pos0, T, ws);
+  {
+    int t = 0;
+    for (int si = 0; si < n_segs; ++si)
+      for (int i = 0; i < segs[si].n; ++i) ws.pos[size_t(t++)] = segs[si].pos0 + i;
+    t = 0;
+    for (int si = 0; si < n_segs; ++si) {
+      embed(segs[si].ids, segs[si].n, ws.pos.data() + t, x + size_t(t) * d, ws.y.data());
+      t += segs[si].n;
+    }
+  }
+  if (c.position == PositionKind::RoPE) rope_tables(T, ws);
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = layers_[size_t(l)];
     norm(w.attn_norm, x, T, ws.h.data());
-    if (c.is_mla()) attention_mla(w, l, T, cache, ws, plain);
-    else attention(w, l, T, cache, ws);
+    if (c.is_mla()) attention_mla(w, l, segs, n_segs, T, cache, ws, plain);
+    else attention(w, l, segs, n_segs, T, cache, ws);
     kernels::add(x, ws.y.data(), int64_t(T) * d);
     norm(w.ffn_norm, x, T, ws.h.data());
     ffn(w, T, ws);
     kernels::add(x, ws.y.data(), int64_t(T) * d);
   }
-  cache.advance(T);
-  const int rows = options.all_logits ? T : 1;
-  if (ws.logits.size() < size_t(rows) * size_t(c.vocab))
-    throw Error("workspace has no room for the logits of " + std::to_string(rows) + " tokens");
-  const float* last = x + size_t(T - rows) * d;
-  norm(final_norm_, last, rows, ws.h.data());
-  kernels::matmul(ws.logits.data(), ws.h.data(), lm_head_.data, lm_head_.dtype, nullptr, rows, c.vocab, d);
+  // The rows that want logits, gathered: final norm, then the LM head.
+  int r = 0, t0 = 0;
+  for (int si = 0; si < n_segs; ++si) {
+    const BatchSegment& s = segs[si];
+    const int first = s.logits == BatchSegment::Logits::All ? 0 : s.logits == BatchSegment::Logits::Last ? s.n - 1 : s.n;
+    for (int i = first; i < s.n; ++i, ++r)
+      std::copy(x + size_t(t0 + i) * d, x + size_t(t0 + i + 1) * d, ws.y.data() + size_t(r) * d);
+    t0 += s.n;
+  }
+  if (rows > 0) {
+    norm(final_norm_, ws.y.data(), rows, ws.h.data());
+    kernels::matmul(ws.logits.data(), ws.h.data(), lm_head_.data, lm_head_.dtype, nullptr, rows, c.vocab, d);
+  }
   return ws.logits.data();
+}
+
+const float* Model::forward(const int32_t* ids, int T, KVCache& cache, Workspace& ws,
+                            const ForwardOptions& options) const {
+  if (T <= 0) throw Error("empty token sequence");
+  BatchSegment s;
+  s.ids = ids, s.n = T, s.pos0 = cache.size();
+  s.logits = options.all_logits ? BatchSegment::Logits::All : BatchSegment::Logits::Last;
+  const float* logits = forward_batch(&s, 1, cache, ws, options.mla);
+  cache.advance(T);
+  return logits;
 }
 
 std::vector<float> Model::forward(const std::vector<int32_t>& ids) const {

@@ -36,12 +36,26 @@ struct LayerWeights {
 
 // How MLA attends. Plain: up-project every cached latent to per-head keys and values.
 // Absorbed: map the query into latent space through W_UK, attend over the cached latents
-// and RoPE keys directly, apply W_UV after. Auto: plain for a fresh prefill, else absorbed.
+// and RoPE keys directly, apply W_UV after. Auto: absorbed. One form for every step keeps a
+// token's results independent of how its prompt was cut (the two forms round differently).
 enum class MlaForm { Auto, Plain, Absorbed };
 
 struct ForwardOptions {
   MlaForm mla = MlaForm::Auto;
   bool all_logits = false;  // logits of every new token, else of the last one only
+};
+
+// One sequence's part of a batched forward: n new tokens at positions pos0 .. pos0 + n - 1.
+// Their K/V rows (and those of the positions before) are found through a block table: key j
+// is cache row block_table[j / block_size] · block_size + j % block_size; a null table means
+// key j is row j (a cache of one sequence).
+struct BatchSegment {
+  enum class Logits { None, Last, All };
+  const int32_t* ids = nullptr;
+  int n = 0, pos0 = 0;
+  const int32_t* block_table = nullptr;
+  int block_size = 0;
+  Logits logits = Logits::Last;
 };
 
 // Scratch for forward(): sized once for up to `max_tokens` new tokens per call and a cache
@@ -52,7 +66,9 @@ struct Workspace {
   std::vector<float> x, h, y;         // [T, d]
   std::vector<float> q, k, v, att;    // [T, ...] projections and attention output
   std::vector<float> gate, up;        // [T, d_ff]
-  std::vector<float> logits;          // [T or 1, vocab]
+  int max_logit_rows = 0;
+  std::vector<int32_t> pos;           // [T] each new token's position
+  std::vector<float> logits;          // [max_logit_rows, vocab]
   std::vector<float> cos, sin;        // [T, rope_dim / 2]
   std::vector<float> scores;          // attention kernel scratch
   std::vector<float> qa, kva;         // MLA: [T, q_lora_rank], [T, kv_lora + rope]
@@ -80,15 +96,29 @@ class Model {
   const float* forward(const int32_t* ids, int T, KVCache& cache, Workspace& ws,
                        const ForwardOptions& options = {}) const;
 
-  Workspace make_workspace(int max_tokens, int capacity, MlaForm mla = MlaForm::Auto, bool all_logits = false) const;
+  // The batched forward: the tokens of every segment (sequences at any positions) go through
+  // each projection as one matrix product, and each segment attends over its own cached keys
+  // (written first for this step's tokens, into the rows its block table names). Returns the
+  // logits the segments ask for, in segment order: [rows][vocab] inside `ws`. A segment's
+  // results are the same bits whatever else is in the batch (see kernels/matmul.h). Throws
+  // mtb::Error, computing nothing, for bad ids, positions, rows or sizes.
+  const float* forward_batch(const BatchSegment* segs, int n_segs, KVCache& cache, Workspace& ws,
+                             MlaForm mla = MlaForm::Auto) const;
+
+  // Room for up to max_tokens new tokens per step, sequences of up to `capacity` keys, and
+  // the logits of max_tokens rows (all_logits) or of `logit_rows`.
+  Workspace make_workspace(int max_tokens, int capacity, MlaForm mla = MlaForm::Auto, bool all_logits = false,
+                           int logit_rows = 1) const;
 
  private:
-  void embed(const int32_t* ids, int T, int pos0, float* x, float* scratch) const;
-  void attention(const LayerWeights& w, int layer, int T, KVCache& cache, Workspace& ws) const;
-  void attention_mla(const LayerWeights& w, int layer, int T, KVCache& cache, Workspace& ws, bool plain) const;
+  void embed(const int32_t* ids, int T, const int32_t* pos, float* x, float* scratch) const;
+  void attention(const LayerWeights& w, int layer, const BatchSegment* segs, int n_segs, int T, KVCache& cache,
+                 Workspace& ws) const;
+  void attention_mla(const LayerWeights& w, int layer, const BatchSegment* segs, int n_segs, int T, KVCache& cache,
+                     Workspace& ws, bool plain) const;
   void ffn(const LayerWeights& w, int T, Workspace& ws) const;
   void norm(const Norm& n, const float* x, int T, float* out) const;
-  void rope_tables(int pos0, int T, Workspace& ws) const;
+  void rope_tables(int T, Workspace& ws) const;
 
   ModelConfig config_;
   TensorMap tensors_;
