@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -61,9 +62,12 @@ TEST_P(MatmulTwins, FastEqualsScalarForEveryWeightType) {
   if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU: only the scalar path runs";
   const auto [M, N, K] = GetParam();
   const auto x = randn(size_t(M) * K, 1), w = randn(size_t(N) * K, 2), bias = randn(size_t(N), 3);
-  // Both widths where the CPU has AVX-512 (BF16 decode and the prefill GEMM use 512 bits).
-  for (bool wide : {true, false}) {
+  // Both widths where the CPU has AVX-512 (BF16 decode and the prefill GEMM use 512 bits), and
+  // both modes (batch-invariant sums, and the fastest kernel for each size).
+  for (int mode = 0; mode < 4; ++mode) {
+    const bool wide = mode % 2 == 0;
     kernels::gemm_allow_avx512(wide);
+    kernels::set_batch_invariant(mode < 2);
     for (DType t : {DType::F32, DType::BF16, DType::F16}) {
       std::vector<uint16_t> half;
       const void* wp = w.data();
@@ -74,11 +78,41 @@ TEST_P(MatmulTwins, FastEqualsScalarForEveryWeightType) {
         kernels::matmul_ref(ref.data(), x.data(), wp, t, b, M, N, K);
         for (size_t i = 0; i < ref.size(); ++i)
           ASSERT_NEAR(fast[i], ref[i], 1e-5f * (std::sqrt(float(K)) + std::fabs(ref[i])))
-              << dtype_name(t) << (wide ? " 512-bit" : " 256-bit") << " M=" << M << " N=" << N << " K=" << K << " at " << i;
+              << dtype_name(t) << (wide ? " 512-bit" : " 256-bit") << (mode < 2 ? " invariant" : "") << " M=" << M
+              << " N=" << N << " K=" << K << " at " << i;
       }
     }
   }
   kernels::gemm_allow_avx512(true);
+  kernels::set_batch_invariant(true);
+}
+
+TEST(Matmul, EachRowGetsTheSameBitsWhateverTheOtherRows) {
+  // Batch invariance: row m of an M-row product equals the same row computed alone (a decode
+  // step), bit for bit, for M on both sides of the prefill threshold, every weight type, with
+  // and without bias, and K with a tail past the whole lane groups.
+  if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
+  for (int K : {64, 1000, 29 * 32, 13})
+    for (DType t : {DType::F32, DType::BF16, DType::F16, DType::Q8_0}) {
+      if (t == DType::Q8_0 && K % 32) continue;
+      const int N = 45;
+      const auto w = encode(randn(size_t(N) * K, 31), t);
+      const auto bias = randn(size_t(N), 32);
+      for (int M : {3, 16, 17, 40}) {
+        const auto x = randn(size_t(M) * K, 33 + M);
+        for (const float* b : {static_cast<const float*>(nullptr), bias.data()}) {
+          std::vector<float> all(size_t(M) * N), one(static_cast<size_t>(N));
+          kernels::matmul(all.data(), x.data(), w.data(), t, b, M, N, K);
+          for (int m = 0; m < M; ++m) {
+            kernels::matmul(one.data(), x.data() + size_t(m) * K, w.data(), t, b, 1, N, K);
+            for (int n = 0; n < N; ++n)
+              ASSERT_EQ(std::memcmp(&all[size_t(m) * N + n], &one[size_t(n)], 4), 0)
+                  << dtype_name(t) << " K=" << K << " M=" << M << " row " << m << " col " << n << ": "
+                  << all[size_t(m) * N + n] << " vs " << one[size_t(n)];
+          }
+        }
+      }
+    }
 }
 
 TEST(Q8_0, QuantizeDequantizeAsGgmlDefinesIt) {

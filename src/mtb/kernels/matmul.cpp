@@ -12,14 +12,14 @@
 namespace mtb::kernels {
 
 namespace {
-std::atomic<bool> g_fast_prefill{[] {
-  const char* e = std::getenv("MTB_FAST_PREFILL");
-  return e && e[0] == '1';
+std::atomic<bool> g_invariant{[] {
+  const char* e = std::getenv("MTB_NO_BATCH_INVARIANCE");
+  return !(e && e[0] == '1');
 }()};
 }  // namespace
 
-bool fast_prefill() { return g_fast_prefill.load(std::memory_order_relaxed); }
-void set_fast_prefill(bool on) { g_fast_prefill.store(on, std::memory_order_relaxed); }
+bool batch_invariant() { return g_invariant.load(std::memory_order_relaxed); }
+void set_batch_invariant(bool on) { g_invariant.store(on, std::memory_order_relaxed); }
 
 void matmul(float* y, const float* x, const void* w, DType wtype, const float* bias,
             int M, int N, int K) {

@@ -26,19 +26,23 @@ void quantize_q8_act_avx2(const float* x, int K, int8_t* q, float* d);
 void matmul_ref(float* y, const float* x, const void* w, DType wtype, const float* bias,
                 int M, int N, int K);
 
-// Batch invariance. By default every product runs the same tiles whatever its number of rows
-// M: each output y[m][n] is one fixed sequence of operations over k (a tile's lanes, then one
-// fixed horizontal sum), so row m's bits never depend on the other rows of x. That is what
-// lets a sequence's logits be the same alone or in any batch, and however its prompt was cut.
-// set_fast_prefill(true) (or MTB_FAST_PREFILL=1 in the environment) sends products of 16+
-// rows to the packed GEMM of matmul_grad.h instead: faster prompts, but a row's bits then
-// depend on M (the GEMM sums k in another order), so that mode is opt-in.
-bool fast_prefill();
-void set_fast_prefill(bool on);
+// Batch invariance. By default each output y[m][n] is summed in one fixed order whatever the
+// number of rows M, so row m's bits never depend on the other rows of x: a sequence's logits
+// are the same alone or in any batch, however its prompt was cut. The order is the 256-bit
+// decode tiles' (eight lane sums over interleaved parts of k, one fixed horizontal sum, the
+// rest of k one by one, the bias); prefill-sized products compute the same sums at GEMM speed
+// (matmul_lanes_avx2), and Q8_0 runs the tiles at every size. set_batch_invariant(false)
+// (or MTB_NO_BATCH_INVARIANCE=1 in the environment) lets each size take its fastest kernel
+// instead: 512-bit and VNNI decode tiles where the CPU has them, and the packed GEMM (whose
+// order differs) from 16 rows on.
+bool batch_invariant();
+void set_batch_invariant(bool on);
 
-// The AVX2+FMA kernel itself (callers use matmul); threads from core/parallel.h. With
-// fast_prefill(), from 16 rows of x on it runs the packed GEMM of matmul_grad.h, non-F32
-// weights widened to F32 a slab at a time (for Q8_0, x is rounded to Q8_0 and back first).
+
+// The AVX2+FMA kernel itself (callers use matmul); threads from core/parallel.h. From 16
+// rows of x on (prefill) it runs matmul_lanes_avx2, or without batch invariance the packed
+// GEMM of matmul_grad.h, non-F32 weights widened to F32 a slab at a time (for Q8_0, x is
+// rounded to Q8_0 and back first).
 void matmul_avx2(float* y, const float* x, const void* w, DType wtype, const float* bias,
                  int M, int N, int K);
 
@@ -60,5 +64,8 @@ struct MatmulJob {
 void matmul_jobs(const MatmulJob* jobs, int n_jobs);
 void matmul_jobs_ref(const MatmulJob* jobs, int n_jobs);   // scalar twin: matmul_ref per job
 void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs);
+// Prefill-sized products (any M) summed exactly as the 256-bit decode tiles sum them, for
+// F32, F16 and BF16 weights (AVX2+FMA; matmul_jobs_avx2 calls it). Outputs must not overlap.
+void matmul_lanes_avx2(const MatmulJob* jobs, int n_jobs);
 
 }  // namespace mtb::kernels

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -30,6 +31,7 @@ using avx2::load1;
 using avx2::load8;
 
 using avx2::hsum;
+using avx2::transpose8;
 
 // The NR rows of W a tile reads (r[j]: row n0 + j, row_bytes each; rows lie one after
 // another), and the prefetches that keep the weight stream ahead of it: the following
@@ -98,7 +100,7 @@ inline void tile(float* y, int64_t ldy, const float* x, int64_t ldx, const void*
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) {
       float s = hsum(acc[i][j]);
-      for (int kk = k; kk < K; ++kk) s += xr[i][kk] * load1<T>(wr[j], kk);
+      for (int kk = k; kk < K; ++kk) s = std::fma(xr[i][kk], load1<T>(wr[j], kk), s);
       y[(m0 + i) * ldy + n0 + j] = s + (bias ? bias[n0 + j] : 0.0f);
     }
 }
@@ -175,7 +177,7 @@ inline void tile_bf16(float* y, int64_t ldy, const PreparedX& a, const float* x,
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) {
       float s = hsum(acc[i][j]);
-      for (int kk = k; kk < K; ++kk) s += x[(m0 + i) * ldx + kk] * load1<DType::BF16>(wr[j], kk);
+      for (int kk = k; kk < K; ++kk) s = std::fma(x[(m0 + i) * ldx + kk], load1<DType::BF16>(wr[j], kk), s);
       y[(m0 + i) * ldy + n0 + j] = s + (bias ? bias[n0 + j] : 0.0f);
     }
 }
@@ -424,10 +426,23 @@ void block(const MatmulJob& j, const PreparedX& a, int n0, int n1) {
   }
 }
 
-// Rows of x from which a product goes to the packed GEMM (prefill) with fast_prefill(): there
-// each weight is reused by many rows, so the FMA units, not the weight stream, set the pace.
-// Otherwise every product runs the tiles above (batch invariance: see matmul.h).
+// x[K] rounded to Q8_0 blocks and back to float (run_gemm_q8's x).
+void round_q8(const float* x, int K, float* out) {
+  int8_t q[kQ8Block];
+  float d;
+  for (int b = 0; b < K; b += kQ8Block) {
+    quantize_q8_act_avx2(x + b, kQ8Block, q, &d);
+    for (int i = 0; i < kQ8Block; ++i) out[b + i] = d * float(q[i]);
+  }
+}
+
+// Rows of x from which a product goes to the packed GEMM (prefill): there each weight is
+// reused by many rows, so the FMA units, not the weight stream, set the pace.
 constexpr int kGemmRows = 16;
+// With batch invariance, from how many rows matmul_lanes_avx2 (which packs W) beats the tiles
+// (which stream it) at the same sums (BF16, N 3072 and 65536, K 1024, AMD EPYC with 2
+// threads: at 16 rows the tiles are 15-60% faster, at 32 even, at 48 25% slower).
+constexpr int kLanesRows = 24;
 
 // Prefill: the packed, cache-blocked 6x16 GEMM of matmul_grad.h. F32, BF16 and F16 weights
 // are packed straight from the mapped file (16-bit ones widened as they are packed), as one
@@ -456,13 +471,7 @@ void run_gemm_q8(const MatmulJob& mj) {
   xr.resize(size_t(M) * K);
   float* x = xr.data();  // (the workers' own thread_local xr is another vector)
   parallel_for(M, [&](int64_t m0, int64_t m1, int) {
-    int8_t q[kQ8Block];
-    float d;
-    for (int64_t m = m0; m < m1; ++m)
-      for (int b = 0; b < K; b += kQ8Block) {
-        quantize_q8_act_avx2(mj.x + m * mj.ldx + b, kQ8Block, q, &d);
-        for (int i = 0; i < kQ8Block; ++i) x[size_t(m) * K + b + i] = d * float(q[i]);
-      }
+    for (int64_t m = m0; m < m1; ++m) round_q8(mj.x + m * mj.ldx, K, x + size_t(m) * K);
   });
   thread_local std::vector<float> slab;
   const int rows = std::max(16, int(std::min<int64_t>(N, (int64_t(1) << 20) / std::max(K, 1))) / 16 * 16);
@@ -514,6 +523,14 @@ void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs) {
     matmul_jobs_avx2(jobs, kMaxJobs);
     return matmul_jobs_avx2(jobs + kMaxJobs, n_jobs - kMaxJobs);
   }
+  // Batch invariance (see matmul.h): the 256-bit dot-product tiles for decode-sized products,
+  // and for prefill-sized ones the same sums at GEMM speed (matmul_lanes_avx2); Q8_0 runs
+  // the tiles at every size. Otherwise the 512-bit and VNNI tiles where the CPU has them, and
+  // the packed GEMM for prefill.
+  const bool invariant = batch_invariant();
+  auto is_big = [&](const MatmulJob& j) {
+    return invariant ? j.M >= kLanesRows && j.wtype != DType::Q8_0 : j.M >= kGemmRows;
+  };
   const MatmulJob* sj[kMaxJobs];
   const MatmulJob* big[kMaxJobs];  // prefill-sized jobs run as one GEMM call
   int n_big = 0;
@@ -528,19 +545,18 @@ void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs) {
   thread_local std::vector<uint8_t> xu;
   thread_local std::vector<float> xd, xe;
   size_t q_size = 0, e_size = 0;
-  const int gemm_rows = fast_prefill() ? kGemmRows : INT32_MAX;
   for (int i = 0; i < n_jobs; ++i) {
     const MatmulJob& j = jobs[i];
-    if (j.M <= 0 || j.M >= gemm_rows) continue;
+    if (j.M <= 0 || is_big(j)) continue;
     if (j.wtype == DType::Q8_0) q_size += size_t(j.M) * j.K;
     if (j.wtype == DType::BF16) e_size += size_t(j.M) * j.K;
   }
-  const bool vnni = q8_vnni512();  // Q8_0 decode with 512-bit integer dot products
+  const bool vnni = !invariant && q8_vnni512();  // Q8_0 decode with 512-bit integer dot products
   if (xq.size() < q_size) xq.resize(q_size), xd.resize(q_size / kQ8Block);
   if (vnni && xu.size() < q_size) xu.resize(q_size);
   if (xe.size() < e_size) xe.resize(e_size);
   size_t q_used = 0, e_used = 0;
-  const bool wide = gemm_avx512();  // BF16 decode at 512 bits too
+  const bool wide = !invariant && gemm_avx512();  // BF16 decode at 512 bits too
   const MatmulJob* last_prepared = nullptr;
   auto same_x = [&](const MatmulJob& j) {
     return last_prepared && last_prepared->wtype == j.wtype && last_prepared->x == j.x && last_prepared->ldx == j.ldx &&
@@ -549,7 +565,7 @@ void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs) {
   for (int i = 0; i < n_jobs; ++i) {
     const MatmulJob& j = jobs[i];
     if (j.M <= 0 || j.N <= 0) continue;
-    if (j.M >= gemm_rows) {  // prefill-sized: Q8_0 now, the others together after the loop
+    if (is_big(j)) {  // prefill-sized: Q8_0 now, the others together after the loop
       if (j.wtype == DType::Q8_0) run_gemm_q8(j);
       else big[n_big++] = &j;
       continue;
@@ -578,7 +594,11 @@ void matmul_jobs_avx2(const MatmulJob* jobs, int n_jobs) {
     flops += 2.0 * j.M * j.N * double(j.K);
     ++small;
   }
-  if (n_big) {  // one parallel call: fewer waits, and the tail of one product overlaps the next
+  if (n_big && invariant) {
+    MatmulJob lj[kMaxJobs];
+    for (int i = 0; i < n_big; ++i) lj[i] = *big[i];
+    matmul_lanes_avx2(lj, n_big);
+  } else if (n_big) {  // one parallel call: fewer waits, and the tail of one product overlaps the next
     GemmJob gj[kMaxJobs];
     for (int i = 0; i < n_big; ++i) gj[i] = gemm_job(*big[i]);
     gemm_jobs_avx2(gj, n_big);

@@ -38,6 +38,16 @@ struct GemmJob {
   GemmJob& add(const GemmTerm& t);  // throws std::logic_error past kMaxTerms
 };
 
+// The GEMM sums the inner dimension in slices of kGemmKC: each C element is the first slice's
+// sum, plus the next one's, and so on, each slice summed from zero by fused multiply-adds in
+// k order. (kernels/matmul's decode tiles sum in exactly this order: batch invariance.)
+constexpr int kGemmKC = 256;
+
+// The 6 x 16 register tile itself (AVX2 only: callers check the CPU): C[0..mr) x [0..nr)
+// (+)= a-panel · b-panel over kc steps, panels as the GEMM packs them (a[k·6 + r],
+// b[k·16 + c]), each element summed from zero in k order, then added to C when `add`.
+void gemm_micro_avx2(int kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr, bool add);
+
 // Runs jobs whose outputs do not overlap, all in one parallel call. Terms are summed in
 // order, k ascending within a term. Picks the AVX2 kernel (threaded over tiles of every C)
 // when available, else gemm_jobs_ref.

@@ -27,7 +27,7 @@ using avx2::load8;
 using avx2::transpose8;
 
 constexpr int MR = 6, NR = 16;
-constexpr int KC = 256, MC = 96, NC = 256;  // MC % MR == 0, NC % NR == 0
+constexpr int KC = kGemmKC, MC = 96, NC = 256;  // MC % MR == 0, NC % NR == 0
 
 // Rows [i0, i0+m) x inner [k0, k0+kc) of A as panels of MR rows: dst[panel][k][r] (rows
 // past m zero). Writes exactly the panels' floats, so blocks can be packed side by side in
@@ -149,6 +149,14 @@ inline void micro(int kc, const float* a, const float* b, float* c, int64_t ldc,
   }
 }
 
+}  // namespace
+
+void gemm_micro_avx2(int kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr, bool add) {
+  micro(kc, a, b, c, ldc, mr, nr, add);
+}
+
+namespace {
+
 // The same product for a 6 x 32 tile (two adjacent B panels) in 512-bit registers, on CPUs
 // with AVX-512F. Each lane performs the same fused multiply-adds in the same order as
 // micro(), so the results are bit-identical to the 256-bit path.
@@ -226,7 +234,8 @@ void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
   struct PackUnit {
     int job, term, k0, i0;
   };
-  std::vector<PackUnit> units;
+  thread_local std::vector<PackUnit> units;  // (reused: no allocation per call once grown)
+  units.clear();
   for (int q = 0; q < n_jobs; ++q) {
     const GemmJob& job = jobs[q];
     Tiling& t = tiling[q];
@@ -270,8 +279,9 @@ void gemm_jobs_avx2(const GemmJob* jobs, int n_jobs) {
   if (packed_buf.size() < size_t(packed_floats)) packed_buf.resize(size_t(packed_floats));
   float* packed = packed_buf.data();  // (the workers' own thread_local packed_buf is another vector)
   const bool serial = flops < 1e5;
+  const PackUnit* units_p = units.data();  // (a worker's own thread_local units is another vector)
   run_tasks(int64_t(units.size()), [&](int64_t u, int) {
-    const PackUnit& pu = units[size_t(u)];
+    const PackUnit& pu = units_p[u];
     const GemmJob& job = jobs[pu.job];
     const GemmTerm& term = job.terms[pu.term];
     pack_a(term.A, pu.i0, std::min(MC, job.M - pu.i0), pu.k0, std::min(KC, term.K - pu.k0),
