@@ -35,6 +35,10 @@ constexpr int MR = 6, NR = 16;   // the GEMM's register tile
 // k per whole group: 16 for BF16 (even/odd), else 8; each subset gets group / 8 elements a group.
 int group_of(DType t) { return t == DType::BF16 ? 16 : 8; }
 
+// Floats from one subset's panel to the next: D x width, plus a cache line, so that the eight
+// stores of a transpose do not all land in the same L1 set (panels of 4 or 8 KiB).
+int64_t subset_stride(int D, int width) { return int64_t(D) * width + 16; }
+
 // The eight 8-lane vectors v[0..8) transposed and stored per subset: dst[l * ds + at + c] =
 // v[c][l] for c < n (8 columns at `at` of subset l's row).
 inline void store_subsets(__m256 v[8], float* dst, int64_t ds, int64_t at, int n) {
@@ -77,7 +81,7 @@ inline __m256 half_of(const void* row, int64_t k0, int half, bool is_x) {
 template <DType T>
 void pack_subsets(const void* const* rows, int n, int width, int G, int D, bool is_x, float* dst) {
   const int halves = G / 8;
-  const int64_t ds = int64_t(D) * width;
+  const int64_t ds = subset_stride(D, width);
   for (int c0 = 0; c0 < n; c0 += 8) {
     const int nc = std::min(8, n - c0);
     for (int g = 0; g * G < D / halves * G; ++g)
@@ -156,7 +160,7 @@ void matmul_lanes_avx2(const MatmulJob* jobs, int n_jobs) {
           group_of(o.wtype) == G)
         p.a_at = plan[q2].a_at;
     }
-    if (p.a_at < 0) p.a_at = a_floats, a_floats += int64_t(p.panels) * L * p.D * MR;
+    if (p.a_at < 0) p.a_at = a_floats, a_floats += int64_t(p.panels) * L * subset_stride(p.D, MR);
   }
   thread_local std::vector<float> packed_a;
   if (packed_a.size() < size_t(a_floats)) packed_a.resize(size_t(a_floats));
@@ -182,7 +186,7 @@ void matmul_lanes_avx2(const MatmulJob* jobs, int n_jobs) {
     const int panel = int(u - unit_first[q]);
     const void* rows[8] = {};
     for (int r = 0; r < MR && panel * MR + r < j.M; ++r) rows[r] = j.x + int64_t(panel * MR + r) * j.ldx;
-    pack_rows(j.wtype, rows, MR, MR, p.D, true, a_base + p.a_at + int64_t(panel) * L * p.D * MR);
+    pack_rows(j.wtype, rows, MR, MR, p.D, true, a_base + p.a_at + int64_t(panel) * L * subset_stride(p.D, MR));
   }, serial);
   run_tasks(tasks, [&](int64_t task, int) {
     int q = 0;
@@ -196,7 +200,7 @@ void matmul_lanes_avx2(const MatmulJob* jobs, int n_jobs) {
     // W rows [n0, n0 + n) packed per subset, a panel of 16 columns at a time.
     thread_local std::vector<float> packed_b;
     const int bpanels = (n + NR - 1) / NR;
-    const int64_t bp_floats = int64_t(L) * p.D * NR;
+    const int64_t bp_floats = int64_t(L) * subset_stride(p.D, NR);
     if (packed_b.size() < size_t(bpanels * bp_floats)) packed_b.resize(size_t(bpanels * bp_floats));
     const size_t row_bytes = dtype_bytes(j.wtype, j.K);
     const uint8_t* w = static_cast<const uint8_t*>(j.w);
@@ -207,12 +211,13 @@ void matmul_lanes_avx2(const MatmulJob* jobs, int n_jobs) {
     }
     alignas(32) float part[L][MR * NR];
     for (int panel = panel0; panel < panel1; ++panel) {
-      const float* a = a_base + p.a_at + int64_t(panel) * L * p.D * MR;
+      const float* a = a_base + p.a_at + int64_t(panel) * L * subset_stride(p.D, MR);
       const int m0 = panel * MR, mr = std::min(MR, j.M - m0);
       for (int b = 0; b < bpanels; ++b) {
         const float* bp = packed_b.data() + b * bp_floats;
         for (int l = 0; l < L; ++l) {
-          if (p.D > 0) gemm_micro_avx2(p.D, a + int64_t(l) * p.D * MR, bp + int64_t(l) * p.D * NR, part[l], NR, MR, NR, false);
+          if (p.D > 0)
+            gemm_micro_avx2(p.D, a + l * subset_stride(p.D, MR), bp + l * subset_stride(p.D, NR), part[l], NR, MR, NR, false);
           else std::fill(part[l], part[l] + MR * NR, 0.0f);
         }
         const int nb = std::min(NR, n - b * NR);
