@@ -1,8 +1,9 @@
 // mtb chat -m MODEL: an interactive, multi-turn conversation through the model's own chat
-// template. Each turn renders the whole conversation, keeps the KV cache for the part of it
-// the cache already holds (the longest common token prefix) and prefills only the rest, then
-// streams the reply until the template's end-of-turn token. Lines starting with '/' are
-// commands: /reset starts over, /exit (or end of input) quits.
+// template, on the batching engine. Each turn renders the whole conversation and submits it
+// as a new request: the engine's prefix cache hands it the KV blocks of the earlier turns'
+// tokens (every whole block the new rendering shares with them) and only the rest is
+// prefilled; the reply streams until the template's end-of-turn token. Lines starting with
+// '/' are commands: /reset starts over, /exit (or end of input) quits.
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,12 +84,12 @@ void add_chat(CLI::App& app) {
       throw Error(tok.path() + ": the tokenizer has " + std::to_string(tok.vocab_size()) +
                   " tokens but the model's vocabulary is " + std::to_string(c.vocab));
 
-    SessionOptions sopt;
-    sopt.context = c.max_context > 0 ? std::min(o->context, c.max_context) : o->context;
-    sopt.cache_type = o->cache_type == "bf16" ? DType::BF16 : o->cache_type == "f16" ? DType::F16 : DType::F32;
-    sopt.mla = o->mla == "plain" ? MlaForm::Plain : o->mla == "absorbed" ? MlaForm::Absorbed : MlaForm::Auto;
-    Session session(model, sopt);
-    Sampler sampler(so, c.vocab);
+    EngineOptions eo;
+    eo.context = c.max_context > 0 ? std::min(o->context, c.max_context) : o->context;
+    eo.max_seqs = 1, eo.batch_tokens = 256;
+    eo.cache_type = o->cache_type == "bf16" ? DType::BF16 : o->cache_type == "f16" ? DType::F16 : DType::F32;
+    eo.mla = o->mla == "plain" ? MlaForm::Plain : o->mla == "absorbed" ? MlaForm::Absorbed : MlaForm::Auto;
+    Engine engine(model, eo);
     const std::vector<int32_t> stop = end_of_turn_ids(c, tok, tmpl);
     chat::Json extra = chat::Json::object();
     if (o->no_think) extra["enable_thinking"] = false;
@@ -98,11 +99,10 @@ void add_chat(CLI::App& app) {
     auto start_over = [&] {
       messages = chat::Json::array();
       if (!o->system.empty()) messages.push_back({{"role", "system"}, {"content", o->system}});
-      session.reset();
     };
     start_over();
     std::fprintf(stderr, "mtb chat: %s, context %d tokens (KV cache %s). /reset starts over, /exit quits.\n",
-                 o->model.c_str(), session.context(), human_bytes(double(session.cache().bytes())).c_str());
+                 o->model.c_str(), engine.context(), human_bytes(double(engine.cache().bytes())).c_str());
     int turn = 0;
     std::string line;
     while (true) {
@@ -123,26 +123,21 @@ void add_chat(CLI::App& app) {
       }
       messages.push_back({{"role", "user"}, {"content", line}});
       const std::vector<int32_t> ids = tok.encode(tmpl.render(messages, true, extra), false, true);
-      const int room = session.context() - int(ids.size());
+      const int room = engine.context() - int(ids.size());
       if (room <= 0) {
         messages.erase(messages.end() - 1);
         std::fprintf(stderr, "the conversation (%zu tokens) no longer fits the context of %d tokens: /reset to start over\n",
-                     ids.size(), session.context());
+                     ids.size(), engine.context());
         continue;
       }
-      // Keep the cached prefix the new rendering shares; at least one token is prefilled
-      // so that there are logits to sample from.
-      const std::vector<int32_t>& held = session.tokens();
-      size_t keep = size_t(std::mismatch(held.begin(), held.end(), ids.begin(), ids.end()).first - held.begin());
-      keep = std::min(keep, ids.size() - 1);
-      session.rewind(int(keep));
       GenerateOptions go;
       go.max_tokens = std::min(o->max_tokens, room);
       go.stop_ids = stop;
       std::vector<int32_t> reply;
       StreamDecoder stream(tok, /*skip_special_tokens=*/true);
-      const GenerateStats st = generate(session, sampler, std::vector<int32_t>(ids.begin() + long(keep), ids.end()), go,
-                                        [&](int32_t id) {
+      SamplerOptions turn_sampling = so;
+      turn_sampling.seed = so.seed + uint64_t(turn);  // each turn its own draws, reproducible
+      const GenerateStats st = generate(engine, ids, turn_sampling, go, [&](int32_t id) {
                                           if (std::find(stop.begin(), stop.end(), id) != stop.end()) return;
                                           reply.push_back(id);
                                           std::fputs(stream.step(id).c_str(), stdout);
@@ -155,7 +150,8 @@ void add_chat(CLI::App& app) {
       ++turn;
       if (o->verbose)
         std::fprintf(stderr, "[turn %d: %zu tokens rendered, %zu reused from the cache, %d prefilled at %.1f tok/s, %d generated at %.1f tok/s%s]\n",
-                     turn, ids.size(), keep, st.prompt_tokens, st.prefill_tokens_per_s(), st.generated_tokens,
+                     turn, ids.size(), size_t(st.reused_tokens), st.prompt_tokens - st.reused_tokens,
+                     st.prefill_tokens_per_s(), st.generated_tokens,
                      st.decode_tokens_per_s(), st.stopped ? ", end of turn" : "");
     }
   });

@@ -41,7 +41,7 @@ void add_generate(CLI::App& app) {
   sub->add_flag("--ignore-eos", o->ignore_eos, "Do not stop on the model's end-of-sequence ids");
   sub->add_option("--context", o->context, "KV cache length (default: prompt + n)");
   sub->add_option("--cache-type", o->cache_type, "KV cache element type")->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
-  sub->add_option("--mla", o->mla, "MLA form: auto (plain prefill, absorbed decode), plain, absorbed")
+  sub->add_option("--mla", o->mla, "MLA form: auto (absorbed), plain, absorbed")
       ->check(CLI::IsMember({"auto", "plain", "absorbed"}))->capture_default_str();
   sub->add_flag("--print-ids", o->print_ids, "Print the generated ids, space separated (the default without a tokenizer)");
   sub->callback([o] {
@@ -67,12 +67,12 @@ void add_generate(CLI::App& app) {
     if (need > c.max_context)
       throw Error("prompt (" + std::to_string(prompt.size()) + ") + -n (" + std::to_string(o->max_tokens) +
                   ") tokens exceed the model's context of " + std::to_string(c.max_context));
-    SessionOptions sopt;
-    sopt.context = o->context > 0 ? o->context : int(std::max<int64_t>(need, 1));
-    sopt.cache_type = o->cache_type == "bf16" ? DType::BF16 : o->cache_type == "f16" ? DType::F16 : DType::F32;
-    sopt.mla = o->mla == "plain" ? MlaForm::Plain : o->mla == "absorbed" ? MlaForm::Absorbed : MlaForm::Auto;
-    Session session(model, sopt);
-    Sampler sampler(so, c.vocab);
+    EngineOptions eo;  // one request: the batching engine's path, so a batch's bits too
+    eo.context = o->context > 0 ? o->context : int(std::max<int64_t>(need, 1));
+    eo.max_seqs = 1, eo.batch_tokens = 256;
+    eo.cache_type = o->cache_type == "bf16" ? DType::BF16 : o->cache_type == "f16" ? DType::F16 : DType::F32;
+    eo.mla = o->mla == "plain" ? MlaForm::Plain : o->mla == "absorbed" ? MlaForm::Absorbed : MlaForm::Auto;
+    Engine engine(model, eo);
     GenerateOptions go;
     go.max_tokens = o->max_tokens;
     if (!o->ignore_eos) go.stop_ids = c.eos_ids;
@@ -82,7 +82,7 @@ void add_generate(CLI::App& app) {
     const bool as_text = tok && !o->print_ids;
     std::optional<StreamDecoder> stream;
     if (as_text) stream.emplace(*tok, /*skip_special_tokens=*/true);
-    const GenerateStats st = generate(session, sampler, prompt, go, [&](int32_t id) {
+    const GenerateStats st = generate(engine, prompt, so, go, [&](int32_t id) {
       if (as_text) std::fputs(stream->step(id).c_str(), stdout);
       else std::printf(first ? "%d" : " %d", id);
       std::fflush(stdout);
@@ -94,8 +94,8 @@ void add_generate(CLI::App& app) {
     std::fprintf(stderr,
                  "prefill: %d tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s%s | KV cache: %s B (%s) for %d tokens, %s\n",
                  st.prompt_tokens, st.prefill_tokens_per_s(), st.generated_tokens, st.decode_tokens_per_s(),
-                 st.stopped ? " (stopped at end-of-sequence)" : "", with_commas(session.cache().bytes()).c_str(),
-                 human_bytes(double(session.cache().bytes())).c_str(), session.context(), o->cache_type.c_str());
+                 st.stopped ? " (stopped at end-of-sequence)" : "", with_commas(engine.cache().bytes()).c_str(),
+                 human_bytes(double(engine.cache().bytes())).c_str(), engine.context(), o->cache_type.c_str());
   });
 }
 

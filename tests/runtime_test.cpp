@@ -263,29 +263,26 @@ TEST(Sampler, BadValuesAreRefused) {
 TEST(Generate, StopsOnStopIdsAndRefusesOverlongRequests) {
   const ModelConfig c = small("gqa");
   Model m(c, init_weights(c, 1, DType::F32, 0.3f), "init");
-  SessionOptions so;
-  so.context = 40;
-  Session s(m, so);
+  EngineOptions eo;
+  eo.context = 40;
+  Engine e(m, eo);
   SamplerOptions greedy;
   greedy.temperature = 0;
-  Sampler sampler(greedy, c.vocab);
   GenerateOptions go;
   go.max_tokens = 20;
   std::vector<int32_t> out;
-  generate(s, sampler, {1, 2, 3}, go, [&](int32_t id) { out.push_back(id); });
+  generate(e, {1, 2, 3}, greedy, go, [&](int32_t id) { out.push_back(id); });
   ASSERT_EQ(out.size(), 20u);
   // Stop on the third generated token.
-  s.reset();
   go.stop_ids = {out[2]};
   std::vector<int32_t> out2;
-  const auto st = generate(s, sampler, {1, 2, 3}, go, [&](int32_t id) { out2.push_back(id); });
+  const auto st = generate(e, {1, 2, 3}, greedy, go, [&](int32_t id) { out2.push_back(id); });
   EXPECT_TRUE(st.stopped);
   EXPECT_EQ(out2, std::vector<int32_t>(out.begin(), out.begin() + 3));
-  s.reset();
   go.max_tokens = 38;
-  EXPECT_ERROR_CONTAINS(generate(s, sampler, {1, 2, 3}, go, [](int32_t) {}), "exceed the context of 40");
+  EXPECT_ERROR_CONTAINS(generate(e, {1, 2, 3}, greedy, go, [](int32_t) {}), "exceed the context of 40");
   go.max_tokens = 1;
-  EXPECT_ERROR_CONTAINS(generate(s, sampler, some_ids(41, c.vocab), go, [](int32_t) {}), "longer than the context");
+  EXPECT_ERROR_CONTAINS(generate(e, some_ids(41, c.vocab), greedy, go, [](int32_t) {}), "longer than the context");
 }
 
 // The chapter's worked examples, to the byte.

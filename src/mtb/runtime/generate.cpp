@@ -7,34 +7,39 @@
 
 namespace mtb {
 
-GenerateStats generate(Session& session, Sampler& sampler, const std::vector<int32_t>& prompt,
+GenerateStats generate(Engine& engine, const std::vector<int32_t>& prompt, const SamplerOptions& sampling,
                        const GenerateOptions& options, const std::function<void(int32_t)>& on_token) {
   using clock = std::chrono::steady_clock;
   if (options.max_tokens < 0) throw Error("-n must not be negative");
-  const int64_t need = int64_t(session.position()) + int64_t(prompt.size()) + options.max_tokens;
-  if (prompt.size() > size_t(session.context()) - size_t(session.position()))
+  const int context = engine.context();
+  if (prompt.size() > size_t(context))
     throw Error("prompt of " + std::to_string(prompt.size()) + " tokens is longer than the context of " +
-                std::to_string(session.context()) + (session.position() ? " less what is in use" : ""));
-  if (need > session.context())
+                std::to_string(context));
+  if (int64_t(prompt.size()) + options.max_tokens > context)
     throw Error("prompt (" + std::to_string(prompt.size()) + ") + -n (" + std::to_string(options.max_tokens) +
-                ") tokens exceed the context of " + std::to_string(session.context()));
+                ") tokens exceed the context of " + std::to_string(context));
   GenerateStats st;
   st.prompt_tokens = int(prompt.size());
+  Request r;
+  r.prompt = prompt, r.sampling = sampling, r.max_tokens = options.max_tokens, r.stop_ids = options.stop_ids;
   auto t0 = clock::now();
-  const float* logits = session.prefill(prompt);
-  st.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
-  t0 = clock::now();
-  for (int i = 0; i < options.max_tokens; ++i) {
-    const int32_t next = sampler.sample(logits, session.tokens());
-    ++st.generated_tokens;
-    on_token(next);
-    if (std::find(options.stop_ids.begin(), options.stop_ids.end(), next) != options.stop_ids.end()) {
-      st.stopped = true;
-      break;
+  bool first = true;
+  r.on_token = [&](const TokenEvent& e) {
+    if (first) {  // the prompt is in: the rest is decoding
+      const auto now = clock::now();
+      st.prefill_seconds = std::chrono::duration<double>(now - t0).count();
+      t0 = now, first = false;
     }
-    if (i + 1 < options.max_tokens) logits = session.decode(next);
-  }
-  st.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    st.reused_tokens = e.reused;
+    if (e.token >= 0) {
+      ++st.generated_tokens;
+      on_token(e.token);
+    }
+    if (e.finish == FinishReason::Stop) st.stopped = true;
+  };
+  engine.submit(std::move(r));
+  engine.run();
+  if (!first) st.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return st;
 }
 
