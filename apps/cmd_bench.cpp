@@ -16,6 +16,7 @@
 #include "mtb/kernels/probe.h"
 #include "mtb/tools/batch_bench.h"
 #include "mtb/tools/bench.h"
+#include "mtb/tools/kv_planner.h"
 #include "mtb/tools/report.h"
 
 namespace mtb::app {
@@ -28,6 +29,7 @@ struct BatchedArgs {
   bool json = false, machine = false;
   std::vector<int> parallel;
   int shared_prefix = 0, batch_tokens = 0;
+  std::string kv_budget;
 };
 
 // mtb bench --parallel: the batching engine at each parallelism (see tools/batch_bench.h).
@@ -41,6 +43,7 @@ void batched(const BatchedArgs& a) {
   bo.validate();
   if (a.b.depth != 0) throw Error("bench: -d does not apply with --parallel");
   Model model = open_model(a.model);
+  if (!a.kv_budget.empty()) bo.kv_tokens = parse_kv_budget(a.kv_budget, model.config(), bo.cache_type);
   const TokenCost cost = token_cost(model, int(dtype_size(bo.cache_type)));
   // Useful FLOPs of a decoded token: every weight once (the LM head included) and attention
   // at the mean depth of the decode phase.
@@ -96,6 +99,7 @@ void add_bench(CLI::App& app) {
     bool json = false, machine = false;
     std::vector<int> parallel;
     int shared_prefix = 0, batch_tokens = 0;
+    std::string kv_budget;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("bench", "Prompt and generation speed (medians), GB/s, GFLOP/s, peak RSS");
@@ -111,6 +115,7 @@ void add_bench(CLI::App& app) {
       ->delimiter(',');
   sub->add_option("--shared-prefix", o->shared_prefix, "Batched: tokens every prompt begins with (prefilled once, then reused)");
   sub->add_option("--batch-tokens", o->batch_tokens, "Batched: tokens per step (default: every prompt in one step)");
+  sub->add_option("--kv-budget", o->kv_budget, "Batched: the KV pool, e.g. 2GiB or '4096 tokens' (default: room for all)");
   sub->add_flag("--machine", o->machine, "Also measure the machine's read bandwidth and FMA peak");
   sub->add_flag("--json", o->json, "Print JSON");
   sub->callback([o] {
@@ -121,7 +126,7 @@ void add_bench(CLI::App& app) {
       BatchedArgs a;
       a.model = o->model, a.cache_type = o->cache_type, a.mla = o->mla, a.b = o->b;
       a.json = o->json, a.machine = o->machine, a.parallel = o->parallel;
-      a.shared_prefix = o->shared_prefix, a.batch_tokens = o->batch_tokens;
+      a.shared_prefix = o->shared_prefix, a.batch_tokens = o->batch_tokens, a.kv_budget = o->kv_budget;
       return batched(a);
     }
     nlohmann::json j = {{"threads", num_threads()}};

@@ -1,6 +1,8 @@
 // The `mtb` command line end to end: outputs, and one-line errors with non-zero exits.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -115,6 +117,40 @@ TEST(Cli, KvPlannerPrintsTheChaptersNumbers) {
   expect_failure("kv --preset llama3-70b --budget lots", "'lots' is not a size");
   expect_failure("kv --preset llama3-70b --dtype fp64", "'fp64' is not an element type");
   expect_failure("kv", "exactly one");
+}
+
+TEST(Cli, BatchedBenchReportsEachParallelismAndTheSharedPrefix) {
+  const std::string dir = example_dir();
+  const Result r = mtb_cli("bench -m " + dir + " --parallel 1,3 -p 8 -n 4 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.is_array() && j.size() == 2) << r.out;
+  for (int i = 0; i < 2; ++i) {
+    const int b = i == 0 ? 1 : 3;
+    EXPECT_EQ(j[i]["parallel"], b);
+    EXPECT_GT(j[i]["pp_tokens_per_s"].get<double>(), 0);
+    EXPECT_GT(j[i]["tg_tokens_per_s"].get<double>(), 0);
+    EXPECT_EQ(j[i]["prefilled_tokens"], 8 * b) << "every prompt token computed once";
+    EXPECT_EQ(j[i]["reused_tokens"], 0);
+    EXPECT_EQ(j[i]["kv_blocks_peak"], b) << "8 prompt + 4 generated tokens fit one block of 16 each";
+  }
+  // Three sequences sharing a 32-token prefix: the first prefills it, the other two reuse
+  // its two blocks and prefill only their own 8 tokens.
+  const Result s = mtb_cli("bench -m " + dir + " --parallel 3 -p 8 -n 2 --shared-prefix 32 --json");
+  ASSERT_EQ(s.code, 0) << s.err;
+  const auto k = nlohmann::json::parse(s.out);
+  EXPECT_EQ(k[0]["reused_tokens"], 64) << s.out;
+  EXPECT_EQ(k[0]["prefilled_tokens"], 40 + 8 + 8) << s.out;
+  // Bad arguments: one line each.
+  expect_failure("bench -m " + dir + " --parallel 0", "--parallel counts must be positive");
+  expect_failure("bench -m " + dir + " --parallel 2 -p 0", "-p must be positive");
+  expect_failure("bench -m " + dir + " --parallel 2 --batch-tokens -3", "--batch-tokens must not be negative");
+  expect_failure("bench -m " + dir + " --parallel 2 --kv-budget lots", "'lots' is not a size");
+  expect_failure("bench -m " + dir + " --parallel 2 --kv-budget 0tokens", "not a positive count of tokens");
+  expect_failure("bench -m " + dir + " --parallel 2 -d 5", "-d does not apply");
+  expect_failure("bench --parallel 2", "give -m MODEL");
+  // A pool too small for one sequence's prompt is refused, not a crash.
+  expect_failure("bench -m " + dir + " --parallel 2 -p 40 --kv-budget '32 tokens'", "longer than the KV pool");
 }
 
 }  // namespace

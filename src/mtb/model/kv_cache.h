@@ -16,6 +16,8 @@ namespace mtb {
 class KVCache {
  public:
   KVCache(const ModelConfig& c, int capacity, DType type);
+  // Bytes one token row takes over all layers (K and V, or MLA's row), padding included.
+  static int64_t bytes_per_token(const ModelConfig& c, DType type);
 
   int capacity() const { return capacity_; }
   int size() const { return size_; }  // tokens held

@@ -20,6 +20,7 @@ void BatchBenchOptions::validate() const {
   if (shared_prefix < 0) throw Error("--shared-prefix must not be negative");
   if (reps < 1) throw Error("-r must be at least 1");
   if (batch_tokens < 0) throw Error("--batch-tokens must not be negative");
+  if (kv_tokens < 0) throw Error("--kv-budget must not be negative");
 }
 
 std::vector<BatchBenchRow> run_batched_bench(const Model& model, const BatchBenchOptions& o,
@@ -37,7 +38,7 @@ std::vector<BatchBenchRow> run_batched_bench(const Model& model, const BatchBenc
     row.parallel = B;
     EngineOptions eo;
     eo.block_size = o.block_size;
-    eo.kv_tokens = int64_t(B) * ((per_seq + o.block_size - 1) / o.block_size + 1) * o.block_size;
+    eo.kv_tokens = o.kv_tokens > 0 ? o.kv_tokens : int64_t(B) * ((per_seq + o.block_size - 1) / o.block_size + 1) * o.block_size;
     eo.max_seqs = B;
     eo.batch_tokens = o.batch_tokens > 0 ? o.batch_tokens : std::max(512, B * (o.shared_prefix + o.prompt_tokens));
     eo.context = per_seq;

@@ -21,6 +21,7 @@ struct BatchBenchOptions {
   int reps = 1;
   int batch_tokens = 0;      // tokens per step; 0: every prompt of a run in one step
   int block_size = 16;
+  int64_t kv_tokens = 0;     // pool size in token rows; 0: room for every sequence of a run
   DType cache_type = DType::F32;
   MlaForm mla = MlaForm::Auto;
   uint64_t seed = 1;

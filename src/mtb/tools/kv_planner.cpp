@@ -1,5 +1,9 @@
 #include "mtb/tools/kv_planner.h"
 
+#include <cstring>
+
+#include "mtb/model/kv_cache.h"
+
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -64,6 +68,28 @@ int64_t parse_bytes(const std::string& text) {
   if (v < 0 || mult < 0 || (end && *end) || !std::isfinite(v * mult) || v * mult > 9e18)
     throw Error("'" + text + "' is not a size (examples: 24GiB, 80GB, 512MiB, 1048576)");
   return int64_t(std::llround(v * mult));
+}
+
+int64_t parse_kv_budget(const std::string& text, const ModelConfig& c, DType type) {
+  std::string t;
+  for (char ch : text)
+    if (ch != ' ') t += char(std::tolower(static_cast<unsigned char>(ch)));
+  for (const char* unit : {"tokens", "token", "tok"}) {
+    const size_t n = std::strlen(unit);
+    if (t.size() > n && t.compare(t.size() - n, n, unit) == 0) {
+      const std::string num = t.substr(0, t.size() - n);
+      char* end = nullptr;
+      const long long v = std::strtoll(num.c_str(), &end, 10);
+      if (num.empty() || *end || v <= 0 || v > (1ll << 40))
+        throw Error("--kv-budget '" + text + "': not a positive count of tokens");
+      return v;
+    }
+  }
+  const int64_t bytes = parse_bytes(text);
+  const int64_t per = KVCache::bytes_per_token(c, type);
+  if (bytes < per)
+    throw Error("--kv-budget '" + text + "' holds no token: one takes " + std::to_string(per) + " bytes of KV cache");
+  return bytes / per;
 }
 
 int parse_element_bytes(const std::string& text) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "mtb/core/dtype.h"
 #include "mtb/model/config.h"
 
 namespace mtb {
@@ -38,6 +39,11 @@ int64_t max_context_for_budget(int64_t budget_bytes, int64_t bytes_per_token);
 
 // "24GiB", "80 GB", "512MiB", "1048576": bytes. Throws mtb::Error naming the text.
 int64_t parse_bytes(const std::string& text);
+
+// A KV pool budget as token rows: "2GiB" (bytes, divided by the rows' size for this model and
+// element type, padding included) or "4096 tokens" / "4096t". Throws mtb::Error naming the
+// text for anything else or a budget under one token.
+int64_t parse_kv_budget(const std::string& text, const ModelConfig& c, DType type);
 // "fp32" / "f32" -> 4, "bf16" / "fp16" / "f16" -> 2, "fp8" / "int8" -> 1. Throws mtb::Error.
 int parse_element_bytes(const std::string& text);
 
