@@ -139,4 +139,12 @@ std::string to_string(BiasKind k) {
   return k == BiasKind::None ? "none" : k == BiasKind::QKV ? "QKV" : "all";
 }
 
+int ModelConfig::context_for(int requested) const {
+  const int ctx = requested > 0 ? requested : max_context;
+  if (ctx <= 0) throw Error("the model has no max context; give a context length");
+  if (max_context > 0 && ctx > max_context)
+    throw Error("context of " + std::to_string(ctx) + " tokens is past the model's maximum of " + std::to_string(max_context));
+  return ctx;
+}
+
 }  // namespace mtb

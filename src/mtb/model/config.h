@@ -81,6 +81,9 @@ struct ModelConfig {
   int rope_dim() const { return is_mla() ? qk_rope_head_dim : head_dim; }
   // Multiplier of q·k before the softmax.
   double attention_scale() const;
+  // The context a cache gets for a request of `requested` tokens (0: max_context). Throws
+  // mtb::Error when there is none or it is past max_context.
+  int context_for(int requested) const;
   // Elements per token per layer held by the KV cache: 2 n_kv dh, or MLA's d_c + d_R.
   int64_t kv_elements_per_token_per_layer() const;
   int64_t kv_bytes_per_token(int bytes_per_element) const {

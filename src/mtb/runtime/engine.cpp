@@ -27,15 +27,6 @@ struct Engine::Sequence {
 
 namespace {
 
-int resolve_context(const Model& m, const EngineOptions& o) {
-  const int max = m.config().max_context;
-  const int ctx = o.context > 0 ? o.context : max;
-  if (ctx <= 0) throw Error("the model has no max context; give a context length");
-  if (max > 0 && ctx > max)
-    throw Error("context of " + std::to_string(ctx) + " tokens is past the model's maximum of " + std::to_string(max));
-  return ctx;
-}
-
 int pool_blocks(const EngineOptions& o, int context) {
   const int64_t tokens = o.kv_tokens > 0 ? o.kv_tokens : context;
   const int64_t blocks = (tokens + o.block_size - 1) / o.block_size;
@@ -67,7 +58,7 @@ const char* finish_reason_name(FinishReason r) {
 Engine::Engine(const Model& model, EngineOptions options)
     : model_(model),
       options_((options.validate(), options)),
-      context_(resolve_context(model, options_)),
+      context_(model.config().context_for(options_.context)),
       pool_(pool_blocks(options_, context_), options_.block_size),
       cache_(model.config(), pool_.n_blocks() * options_.block_size, options_.cache_type),
       ws_(model.make_workspace(options_.batch_tokens, context_, options_.mla, false,

@@ -9,13 +9,8 @@ namespace mtb {
 namespace {
 
 int checked_context(const Model& m, const SessionOptions& o) {
-  const int max = m.config().max_context;
-  const int ctx = o.context > 0 ? o.context : max;
-  if (ctx <= 0) throw Error("the model has no max context; give a context length");
-  if (max > 0 && ctx > max)
-    throw Error("context of " + std::to_string(ctx) + " tokens is past the model's maximum of " + std::to_string(max));
   if (o.prefill_chunk <= 0) throw Error("prefill chunk must be positive");
-  return ctx;
+  return m.config().context_for(o.context);
 }
 
 }  // namespace
