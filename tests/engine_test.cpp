@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <stdexcept>
 
 #include "mtb/core/error.h"
 #include "mtb/runtime/engine.h"
@@ -371,6 +372,39 @@ TEST(Engine, BadInputIsRefusedOrWaits) {
   EXPECT_EQ(ol.finish, FinishReason::Length);
   EXPECT_EQ(ol.ids.size(), 256u - 200u + 1u);
   EXPECT_EQ(e.pool().referenced(), 0);
+}
+
+TEST(Engine, ACallbackThatThrowsCancelsItsRequestAndTheEngineGoesOn) {
+  const ModelConfig c = small("qwen3");
+  Model m(c, init_weights(c, 12, DType::F32, 0.3f), "init");
+  EngineOptions eo;
+  eo.kv_tokens = 1024, eo.batch_tokens = 64;
+  Engine e(m, eo);
+  Spec good, bad;
+  for (int i = 0; i < 40; ++i) good.prompt.push_back((i * 3 + 1) % c.vocab), bad.prompt.push_back((i * 5 + 2) % c.vocab);
+  good.max_tokens = bad.max_tokens = 12;
+  good.sampling.temperature = bad.sampling.temperature = 0.0f;
+  Outcome og;
+  e.submit(make_request(good, og, c.vocab));
+  Request r;
+  r.prompt = bad.prompt, r.max_tokens = bad.max_tokens, r.sampling = bad.sampling;
+  int seen = 0;
+  r.on_token = [&seen](const TokenEvent& ev) {
+    if (ev.token >= 0 && ++seen == 3) throw std::runtime_error("client went away");
+  };
+  e.submit(std::move(r));
+  bool threw = false;
+  while (!e.idle()) {
+    try {
+      e.step();
+    } catch (const std::runtime_error&) {
+      threw = true;
+    }
+  }
+  EXPECT_TRUE(threw);
+  EXPECT_EQ(seen, 3) << "the throwing request was cancelled: no more tokens";
+  EXPECT_EQ(e.pool().referenced(), 0);
+  expect_same(og, run_alone(m, good, eo), "the other request");
 }
 
 TEST(Engine, StepsDoNotAllocate) {

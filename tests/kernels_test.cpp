@@ -386,6 +386,21 @@ TEST(Ops, VectorExpAndSiluTwinsAgainstStdExp) {
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 1e-6f * (1.0f + std::fabs(ref[i]))) << "g=" << gate[i];
 }
 
+TEST(Ops, SiluMulGivesAnElementTheSameBitsWhereverItFalls) {
+  // Batch invariance: SwiGLU runs over T x d_ff elements at once, so an element must not get
+  // other bits for being in the tail of a call (d_ff not a multiple of 8, another T).
+  const int d_ff = 13, T = 5;
+  const auto g = randn(size_t(d_ff) * T, 41), u = randn(size_t(d_ff) * T, 42);
+  std::vector<float> all = g;
+  kernels::silu_mul(all.data(), u.data(), int64_t(all.size()));
+  for (int t = 0; t < T; ++t) {
+    std::vector<float> row(g.begin() + t * d_ff, g.begin() + (t + 1) * d_ff);
+    kernels::silu_mul(row.data(), u.data() + size_t(t) * d_ff, d_ff);
+    for (int i = 0; i < d_ff; ++i)
+      ASSERT_EQ(std::memcmp(&row[size_t(i)], &all[size_t(t) * d_ff + i], 4), 0) << "row " << t << " element " << i;
+  }
+}
+
 TEST(Ops, RmsnormTwinsAgree) {
   if (!kernels::use_avx2()) GTEST_SKIP() << "no AVX2+FMA on this CPU";
   // Rows of 1024 (a model's width), 128 (a head, strided), and odd sizes with scalar tails.

@@ -238,7 +238,7 @@ void matmul_lanes_avx2(const MatmulJob* jobs, int n_jobs) {
               const uint8_t* wr = w + size_t(col) * row_bytes;
               for (int k = p.full; k < j.K; ++k) v = std::fma(xr[k], weight1(j.wtype, wr, k), v);
             }
-            yr[col] = j.bias ? v + j.bias[col] : v;
+            yr[col] = v + (j.bias ? j.bias[col] : 0.0f);  // (as the tiles add it: -0 becomes +0 alike)
           }
         }
       }

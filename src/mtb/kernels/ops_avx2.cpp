@@ -2,6 +2,8 @@
 // called when the CPU has them).
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include <cmath>
 
 #include "mtb/kernels/load_avx2.h"
@@ -18,7 +20,15 @@ void silu_mul_avx2(float* gate, const float* up, int64_t n) {
     const __m256 e = avx2::exp8(_mm256_xor_ps(g, sign));  // e^-g
     _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
   }
-  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  if (i < n) {  // the last 1-7 through the same vector steps (padded), so every element gets the
+               // same bits wherever it falls: a row's results must not depend on the batch
+    alignas(32) float g8[8] = {}, u8[8] = {};
+    std::copy(gate + i, gate + n, g8), std::copy(up + i, up + n, u8);
+    const __m256 g = _mm256_load_ps(g8);
+    const __m256 e = avx2::exp8(_mm256_xor_ps(g, sign));
+    _mm256_store_ps(g8, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_load_ps(u8)));
+    std::copy(g8, g8 + (n - i), gate + i);
+  }
 }
 
 void rmsnorm_avx2(float* out, int64_t out_stride, const float* x, int64_t x_stride, const float* g,

@@ -90,7 +90,8 @@ int64_t Engine::submit(Request r) {
   for (int32_t id : r.stop_ids)
     if (id < 0 || id >= c.vocab) throw Error("stop id " + std::to_string(id) + " is outside the vocabulary");
   r.sampling.validate();
-  auto s = std::make_unique<Sequence>(std::move(r), c.vocab);
+  auto owned = std::make_unique<Sequence>(std::move(r), c.vocab);
+  Sequence* s = owned.get();
   s->id = next_id_++;
   s->n_prompt = int(s->req.prompt.size());
   const int most = int(std::min<int64_t>(context_, int64_t(s->n_prompt) + s->req.max_tokens));
@@ -98,10 +99,18 @@ int64_t Engine::submit(Request r) {
   s->tokens = s->req.prompt;
   const size_t max_blocks = size_t((most + options_.block_size - 1) / options_.block_size) + 1;
   s->blocks.reserve(max_blocks), s->hashes.reserve(max_blocks);
-  waiting_.push_back(s.get());
-  all_.push_back(std::move(s));
-  if (all_.back()->req.max_tokens == 0) finish(*all_.back(), FinishReason::Length, true);
-  return all_.back()->id;
+  const int64_t id = s->id;
+  all_.push_back(std::move(owned));
+  waiting_.push_back(s);
+  if (s->req.max_tokens == 0) finish(*s, FinishReason::Length, true);
+  if (!stepping_) free_finished();
+  return id;
+}
+
+void Engine::free_finished() {
+  for (Sequence* f : finished_)
+    all_.erase(std::find_if(all_.begin(), all_.end(), [&](const auto& p) { return p.get() == f; }));
+  finished_.clear();
 }
 
 void Engine::release_blocks(Sequence& s) {
@@ -119,12 +128,12 @@ void Engine::finish(Sequence& s, FinishReason r, bool emit) {
   if (rit != running_.end()) running_.erase(rit);
   auto wit = std::find(waiting_.begin(), waiting_.end(), &s);
   if (wit != waiting_.end()) waiting_.erase(wit);
+  finished_.push_back(&s);
   if (emit && s.req.on_token) {
     TokenEvent e;
     e.request = s.id, e.token = -1, e.index = s.generated, e.finish = r, e.reused = s.reused;
     s.req.on_token(e);
   }
-  finished_.push_back(&s);
 }
 
 void Engine::cancel(int64_t id) {
@@ -133,12 +142,7 @@ void Engine::cancel(int64_t id) {
       finish(*s, FinishReason::Cancelled, true);
       break;
     }
-  // Free its memory unless a step is collecting (then the step's end does).
-  if (segs_.empty()) {
-    for (Sequence* f : finished_)
-      all_.erase(std::find_if(all_.begin(), all_.end(), [&](const auto& p) { return p.get() == f; }));
-    finished_.clear();
-  }
+  if (!stepping_) free_finished();  // (inside a step, its end frees it)
 }
 
 void Engine::admit(Sequence& s) {
@@ -210,6 +214,17 @@ void Engine::name_full_blocks(Sequence& s) {
 }
 
 bool Engine::step() {
+  // Whatever happens below (a callback may throw), the step ends clean: no batch, finished
+  // sequences freed.
+  struct Guard {
+    Engine& e;
+    ~Guard() {
+      e.segs_.clear(), e.seg_seq_.clear();
+      e.stepping_ = false;
+      e.free_finished();
+    }
+  } guard{*this};
+  stepping_ = true;
   segs_.clear(), seg_seq_.clear();
   int budget = options_.batch_tokens;
   for (Sequence* s : running_) s->scheduled = false;
@@ -234,7 +249,7 @@ bool Engine::step() {
       if (budget <= 0) break;
       if (s.start < 0 || s.done) continue;  // preempted meanwhile
       const int pending = int(s.tokens.size()) - s.computed;
-      if (s.scheduled || (pass == 0) != (pending == 1)) continue;
+      if (s.scheduled || pending <= 0 || (pass == 0) != (pending == 1)) continue;
       const int n = std::min(pending, budget);
       if (!ensure_blocks(s, s.computed + n, &s)) {
         if (running_.size() == 1) finish(s, FinishReason::Length, true);  // it holds the whole pool
@@ -262,12 +277,7 @@ bool Engine::step() {
   }
   stats_.peak_running = std::max(stats_.peak_running, int(running_.size()));
   stats_.peak_blocks = std::max(stats_.peak_blocks, pool_.referenced());
-  if (segs_.empty()) {
-    for (Sequence* f : finished_)
-      all_.erase(std::find_if(all_.begin(), all_.end(), [&](const auto& p) { return p.get() == f; }));
-    finished_.clear();
-    return !idle();
-  }
+  if (segs_.empty()) return !idle();
   for (size_t i = 0; i < segs_.size(); ++i) segs_[i].block_table = seg_seq_[i]->blocks.data();
   const float* logits = model_.forward_batch(segs_.data(), int(segs_.size()), cache_, ws_, options_.mla);
   ++stats_.steps;
@@ -290,18 +300,21 @@ bool Engine::step() {
     FinishReason r = FinishReason::None;
     if (std::find(s.req.stop_ids.begin(), s.req.stop_ids.end(), tok) != s.req.stop_ids.end()) r = FinishReason::Stop;
     else if (s.generated >= s.req.max_tokens || int(s.tokens.size()) + 1 > context_) r = FinishReason::Length;
+    // The token joins the sequence before the callback hears of it, so the sequence is whole
+    // whatever the callback does (cancel it, or throw: then it is cancelled).
+    if (r != FinishReason::None) finish(s, r, false);
+    else s.tokens.push_back(tok);
     if (s.req.on_token) {
       TokenEvent e;
       e.request = s.id, e.token = tok, e.index = s.generated - 1, e.logits = l, e.finish = r, e.reused = s.reused;
-      s.req.on_token(e);
+      try {
+        s.req.on_token(e);
+      } catch (...) {
+        finish(s, FinishReason::Cancelled, false);
+        throw;
+      }
     }
-    if (r != FinishReason::None) finish(s, r, false);
-    else if (!s.done) s.tokens.push_back(tok);  // (a callback may have cancelled it)
   }
-  segs_.clear();
-  for (Sequence* f : finished_)
-    all_.erase(std::find_if(all_.begin(), all_.end(), [&](const auto& p) { return p.get() == f; }));
-  finished_.clear();
   return true;
 }
 

@@ -85,9 +85,10 @@ class Engine {
   // the vocabulary, a negative max_tokens or bad sampling values.
   int64_t submit(Request request);
   // Ends a request now (waiting or running): its blocks are released at once and its last
-  // event says Cancelled. Unknown or finished ids are ignored.
+  // event says Cancelled. Unknown or finished ids are ignored. Callbacks may call it.
   void cancel(int64_t id);
-  // Runs one batch; false when there was nothing to run.
+  // Runs one batch; false when there was nothing to run. An exception from a callback
+  // cancels that request (blocks released) and propagates; the engine stays usable.
   bool step();
   // Steps until every request has finished.
   void run();
@@ -110,6 +111,7 @@ class Engine {
   void release_blocks(Sequence& s);
   void finish(Sequence& s, FinishReason r, bool emit);
   void name_full_blocks(Sequence& s);
+  void free_finished();                      // erases this step's finished sequences
 
   const Model& model_;
   EngineOptions options_;
@@ -125,6 +127,7 @@ class Engine {
   std::vector<Sequence*> seg_seq_;
   std::vector<Sequence*> order_;                 // running_ at the start of a pass
   int64_t next_id_ = 1, next_start_ = 0;
+  bool stepping_ = false;  // inside step(): finished sequences are freed at its end
   EngineStats stats_;
 };
 
