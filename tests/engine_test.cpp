@@ -244,6 +244,24 @@ TEST(Engine, ASharedPrefixIsPrefilledOnceAndGivesTheColdBits) {
   expect_same(o3, run_alone(m, third, eo), "whole-block prompt");
 }
 
+TEST(Engine, RequestsSubmittedTogetherWaitForTheSharedPrefixInsteadOfComputingItTwice) {
+  const ModelConfig c = small("qwen3");
+  Model m(c, init_weights(c, 13, DType::F32, 0.3f), "init");
+  std::vector<Spec> specs(4);
+  for (int k = 0; k < 4; ++k) {
+    for (int i = 0; i < 64; ++i) specs[size_t(k)].prompt.push_back((i * 7 + 5) % c.vocab);  // the shared prefix
+    for (int i = 0; i < 8; ++i) specs[size_t(k)].prompt.push_back((i * 3 + k * 11 + 1) % c.vocab);
+    specs[size_t(k)].max_tokens = 5, specs[size_t(k)].sampling.temperature = 0.0f;
+  }
+  EngineOptions eo;
+  eo.kv_tokens = 2048, eo.batch_tokens = 512;
+  EngineStats st;
+  const auto together = run_together(m, specs, eo, &st);
+  EXPECT_EQ(st.reused_tokens, 3 * 64) << "the first computes the prefix; the other three take its four blocks";
+  EXPECT_EQ(st.prefilled_tokens, 72 + 3 * 8);
+  for (size_t i = 0; i < specs.size(); ++i) expect_same(together[i], run_alone(m, specs[i], eo), "shared " + std::to_string(i));
+}
+
 TEST(Engine, EvictedBlocksAreNeverRead) {
   const ModelConfig c = small("qwen3");
   Model m(c, init_weights(c, 6, DType::F32, 0.3f), "init");

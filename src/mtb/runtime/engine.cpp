@@ -16,6 +16,7 @@ struct Engine::Sequence {
   int computed = 0;               // positions whose K/V are in the cache
   std::vector<int32_t> blocks;    // block table
   std::vector<uint64_t> hashes;   // chain hash of each full block, as far as known
+  std::vector<uint64_t> plan;     // chain hashes of the full blocks of its tokens at admission
   int named = 0;                  // leading blocks named in (or taken from) the prefix cache
   int reused = 0;
   int64_t start = -1;             // admission order; -1 while waiting
@@ -98,7 +99,7 @@ int64_t Engine::submit(Request r) {
   s->tokens.reserve(size_t(most) + 1);
   s->tokens = s->req.prompt;
   const size_t max_blocks = size_t((most + options_.block_size - 1) / options_.block_size) + 1;
-  s->blocks.reserve(max_blocks), s->hashes.reserve(max_blocks);
+  s->blocks.reserve(max_blocks), s->hashes.reserve(max_blocks), s->plan.reserve(max_blocks);
   const int64_t id = s->id;
   all_.push_back(std::move(owned));
   waiting_.push_back(s);
@@ -145,28 +146,42 @@ void Engine::cancel(int64_t id) {
   if (!stepping_) free_finished();  // (inside a step, its end frees it)
 }
 
-void Engine::admit(Sequence& s) {
+bool Engine::admit(Sequence& s) {
   s.start = next_start_++;
   s.reused = 0;
-  if (!options_.prefix_cache) return;
-  // Full blocks of the prompt (and of tokens generated before a preemption) found in the
-  // cache, leaving at least the last token to compute.
+  if (!options_.prefix_cache) return true;
+  // The chain hashes of its whole blocks; those found in the cache are taken, leaving at
+  // least the last token to compute.
   const int bs = options_.block_size;
   const int n_tokens = int(s.tokens.size());
+  s.plan.clear();
   uint64_t parent = 0;
+  for (int b = 0; (b + 1) * bs <= n_tokens; ++b) {
+    parent = BlockPool::chain_hash(parent, s.tokens.data() + size_t(b) * bs, bs);
+    s.plan.push_back(parent);
+  }
   for (int b = 0; (b + 1) * bs <= n_tokens - 1; ++b) {
     const int32_t* t = s.tokens.data() + size_t(b) * bs;
-    const uint64_t h = BlockPool::chain_hash(parent, t, bs);
-    const int blk = pool_.lookup(h, parent, t);
+    const int blk = pool_.lookup(s.plan[size_t(b)], b ? s.plan[size_t(b - 1)] : 0, t);
     if (blk < 0) break;
     s.blocks.push_back(blk);
-    s.hashes.push_back(h);
-    parent = h;
+    s.hashes.push_back(s.plan[size_t(b)]);
   }
   s.named = int(s.blocks.size());
+  // The next block is one a running sequence is computing now (a shared system prompt
+  // submitted twice): wait for it rather than compute it again.
+  const int b = s.named;
+  if ((b + 1) * bs <= n_tokens - 1)
+    for (const Sequence* r : running_)
+      if (r->named <= b && int(r->plan.size()) > b && r->plan[size_t(b)] == s.plan[size_t(b)]) {
+        release_blocks(s);
+        s.start = -1;
+        return false;
+      }
   s.computed = s.named * bs;
   s.reused = s.computed;
   stats_.reused_tokens += s.reused;
+  return true;
 }
 
 Engine::Sequence* Engine::victim(const Sequence* current) {
@@ -206,7 +221,7 @@ void Engine::name_full_blocks(Sequence& s) {
     const int b = s.named;
     const uint64_t parent = b ? s.hashes[size_t(b - 1)] : 0;
     const int32_t* t = s.tokens.data() + size_t(b) * bs;
-    const uint64_t h = BlockPool::chain_hash(parent, t, bs);
+    const uint64_t h = b < int(s.plan.size()) ? s.plan[size_t(b)] : BlockPool::chain_hash(parent, t, bs);
     pool_.name(s.blocks[size_t(b)], h, parent, t);
     s.hashes.push_back(h);
     ++s.named;
@@ -259,11 +274,15 @@ bool Engine::step() {
       schedule(s, n);
     }
   }
-  // 3. Admit waiting requests while there is room: budget, a running slot, and blocks for
-  // the first chunk (never by preempting: when blocks run short nothing new starts).
-  while (budget > 0 && !waiting_.empty() && int(running_.size()) < options_.max_seqs) {
-    Sequence& s = *waiting_.front();
-    admit(s);
+  // 3. Admit waiting requests in order while there is room: budget, a running slot, and
+  // blocks for the first chunk (never by preempting: when blocks run short nothing new
+  // starts). One whose next prefix block a running sequence is computing waits a step.
+  for (size_t w = 0; w < waiting_.size() && budget > 0 && int(running_.size()) < options_.max_seqs;) {
+    Sequence& s = *waiting_[w];
+    if (!admit(s)) {
+      ++w;
+      continue;
+    }
     const int n = std::min(int(s.tokens.size()) - s.computed, budget);
     if (!ensure_blocks(s, s.computed + n, nullptr)) {
       stats_.reused_tokens -= s.reused;
@@ -271,7 +290,7 @@ bool Engine::step() {
       s.start = -1, s.reused = 0;
       break;
     }
-    waiting_.pop_front();
+    waiting_.erase(waiting_.begin() + int64_t(w));
     running_.push_back(&s);
     schedule(s, n);
   }

@@ -6,7 +6,8 @@
 // prefill), within a token budget per step and a cap on running sequences, and runs it as one
 // Model::forward_batch. Requests join and leave at any step. A new request takes the full
 // blocks of its prompt that are already cached (the prefix cache) and prefills the rest; at
-// least its last prompt token is always computed. When blocks run short nothing new is
+// least its last prompt token is always computed; one whose next prefix block a running
+// sequence is computing waits for it instead of computing it too. When blocks run short nothing new is
 // admitted, and if still short the most recently started sequence is preempted: its blocks
 // are released and it is recomputed later from its tokens.
 //
@@ -104,7 +105,7 @@ class Engine {
 
  private:
   struct Sequence;
-  void admit(Sequence& s);                 // prefix lookup at admission
+  bool admit(Sequence& s);  // prefix lookup at admission; false: wait for a block being computed
   bool ensure_blocks(Sequence& s, int upto, const Sequence* keep);  // blocks for positions < upto
   Sequence* victim(const Sequence* current);
   void preempt(Sequence& s);

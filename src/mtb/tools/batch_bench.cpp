@@ -64,13 +64,7 @@ std::vector<BatchBenchRow> run_batched_bench(const Model& model, const BatchBenc
       }
       const EngineStats before = engine.stats();
       const auto t0 = clock::now();
-      size_t submitted = 0;
-      if (o.shared_prefix > 0) {  // the first alone, until its prompt (and so the prefix) is cached
-        engine.submit(std::move(reqs[0]));
-        submitted = 1;
-        while (first_tokens < 1) engine.step();
-      }
-      for (; submitted < reqs.size(); ++submitted) engine.submit(std::move(reqs[submitted]));
+      for (auto& r : reqs) engine.submit(std::move(r));  // (the engine has the shared prefix computed once)
       while (first_tokens < B) engine.step();
       const auto t1 = clock::now();
       engine.run();

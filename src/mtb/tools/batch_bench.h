@@ -2,8 +2,8 @@
 // for each parallelism B, B sequences of P prompt tokens are prefilled through the batching
 // engine, then decode N tokens each, one batch per step. Prompt and decode throughput are
 // aggregates over the B sequences. With a shared prefix of S tokens, each prompt is those S
-// tokens plus P of its own; the first sequence starts alone and the others join once its
-// prompt is cached, so the prefix is prefilled once (reported: prefilled vs reused tokens).
+// tokens plus P of its own, all submitted at once: the engine computes the prefix once and the
+// others wait a step for it (reported: prefilled vs reused tokens).
 #pragma once
 #include <cstdint>
 #include <functional>
